@@ -1,0 +1,15 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from chatsite.api import views_chats, views_runs
+
+urlpatterns = [
+    path("chats/", views_chats.ChatListView.as_view()),
+    path("chats/<int:chat_id>/", views_chats.ChatDetailView.as_view()),
+    path("chats/<int:chat_id>/messages/", views_chats.MessageListView.as_view()),
+    path("runs/<int:run_id>/", views_runs.RunDetailView.as_view()),
+    path("runs/<int:run_id>/cancel", views_runs.RunCancelView.as_view()),
+    path("models/", views_runs.ModelListView.as_view()),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema")),
+]

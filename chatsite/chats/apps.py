@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ChatsConfig(AppConfig):
+    name = "chatsite.chats"
+    label = "chats"

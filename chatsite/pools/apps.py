@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PoolsConfig(AppConfig):
+    name = "chatsite.pools"
+    label = "pools"

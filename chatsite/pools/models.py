@@ -1,0 +1,22 @@
+"""Model pools: one served model each, with its engine arguments pinned."""
+from django.db import models
+
+
+class ModelPool(models.Model):
+    name = models.SlugField(max_length=50, unique=True, help_text="The model name clients send, e.g. 'flagship'.")
+    display_name = models.CharField(max_length=100)
+    model = models.CharField(max_length=500, help_text="A local path or a hub id the worker loads.")
+    # Every engine argument, explicit; inference.specs validates the keys.
+    engine_args = models.JSONField(default=dict, blank=True)
+    # Default sampling: temperature, top_p, max_tokens.
+    default_sampling = models.JSONField(default=dict, blank=True)
+    context_length = models.PositiveIntegerField(default=1024)
+    max_output_tokens = models.PositiveIntegerField(default=512)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,30 @@
+"""Token counting in the web tier, with the pool's own tokenizer when it is local.
+
+Only the Rust `tokenizers` package is used here (no torch, no vLLM): enough to
+count a message's tokens at admission and to keep the prompt snapshot in budget.
+"""
+from functools import lru_cache
+from pathlib import Path
+
+# The chat template adds role markers around each message.
+TEMPLATE_TOKENS_PER_MESSAGE = 4
+TEMPLATE_TOKENS_PER_PROMPT = 4
+
+
+@lru_cache(maxsize=16)
+def _tokenizer(model: str):
+    path = Path(model) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
+def count_tokens(model: str, text: str) -> int:
+    """Tokens `text` takes for `model`; an upper-bound estimate (one per 3 bytes,
+    rounded up) when the tokenizer is not on local disk."""
+    tokenizer = _tokenizer(model)
+    if tokenizer is None:
+        return -(-len(text.encode()) // 3)
+    return len(tokenizer.encode(text, add_special_tokens=False).ids)

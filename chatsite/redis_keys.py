@@ -1,0 +1,36 @@
+"""Every Redis key the platform uses is built here, and nowhere else."""
+
+
+def run_stream(run_id: int) -> str:
+    """The token log of one run: token entries, then exactly one done/error entry."""
+    return f"run:{run_id}"
+
+
+def run_cancel(run_id: int) -> str:
+    """Set when a user asks to stop the run; the engine loop checks it every step."""
+    return f"run:{run_id}:cancel"
+
+
+def run_lease(run_id: int) -> str:
+    """Held by the one worker attempt generating the run; lapses when it dies."""
+    return f"run:{run_id}:lease"
+
+
+def worker_heartbeat(worker: str) -> str:
+    """A worker's latest engine figures (a hash), expiring when it goes silent."""
+    return f"worker:{worker}"
+
+
+def workers_index() -> str:
+    """Sorted set of worker names scored by their last heartbeat time."""
+    return "workers"
+
+
+def chat_affinity(chat_id: int) -> str:
+    """The worker that served a chat's last turn (its prefix cache is warm there)."""
+    return f"chat:{chat_id}:worker"
+
+
+def run_redispatch_guard(run_id: int) -> str:
+    """Set while the sweep's re-dispatch of an orphaned run is in flight."""
+    return f"run:{run_id}:redispatch"

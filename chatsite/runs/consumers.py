@@ -1,0 +1,110 @@
+"""GET /api/runs/{id}/events: a run's stream as Server-Sent Events.
+
+Replays from Last-Event-ID (or the start), then follows live; a comment line
+every ~15 s keeps proxies from closing the connection; closes after the
+terminal entry. A finished run whose stream expired is served from Postgres as
+one snapshot. Reading never starts a generation.
+"""
+import asyncio
+import contextlib
+import json
+import logging
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
+from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
+
+from chatsite import redis_keys
+from chatsite.errors import ServiceError
+from chatsite.redis_client import get_async_redis
+from chatsite.runs import events
+from chatsite.runs.access import authorize_run, run_snapshot
+
+log = logging.getLogger(__name__)
+
+SSE_HEADERS = [
+    (b"Content-Type", b"text/event-stream; charset=utf-8"),
+    (b"Cache-Control", b"no-cache, no-transform"),
+    (b"X-Accel-Buffering", b"no"),
+]
+READ_COUNT = 1000
+
+
+class RunEventsConsumer(AsyncHttpConsumer):
+    async def http_request(self, message):
+        if message.get("more_body"):
+            return
+        # Stream from a task so that a client hanging up (http.disconnect) is
+        # seen at once and stops the task, instead of after the run ends.
+        self._task = asyncio.create_task(self._serve())
+
+    async def http_disconnect(self, message):
+        task = getattr(self, "_task", None)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        raise StopConsumer()
+
+    async def _error(self, status: int, code: str, message: str) -> None:
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        await self.send_response(status, body, headers=[(b"Content-Type", b"application/json")])
+
+    def _last_event_id(self) -> str | None:
+        headers = dict(self.scope.get("headers", []))
+        value = headers.get(b"last-event-id", b"").decode("latin-1").strip()
+        if not value:
+            query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+            value = (query.get("last_event_id") or [""])[0].strip()
+        return value or None
+
+    async def _serve(self) -> None:
+        try:
+            await self._serve_inner()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("SSE stream failed")
+            with contextlib.suppress(Exception):
+                await self.send_body(b"", more_body=False)
+
+    async def _serve_inner(self) -> None:
+        if self.scope["method"] not in ("GET", "HEAD"):
+            return await self._error(405, "method_not_allowed", "use GET to read a run's events")
+        run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        try:
+            run = await database_sync_to_async(authorize_run)(self.scope, run_id)
+        except ServiceError as exc:
+            return await self._error(exc.status, exc.code, exc.message)
+        last_id = self._last_event_id()
+        if last_id is not None and not events.is_valid_stream_id(last_id):
+            return await self._error(400, "invalid_last_event_id",
+                                     "Last-Event-ID must be an event id this stream sent, like 1700000000000-0")
+        await self.send_headers(status=200, headers=SSE_HEADERS)
+        await self.send_body(b"retry: 1000\n\n", more_body=True)
+        await self._follow(run.pk, last_id or "0-0")
+        await self.send_body(b"", more_body=False)
+
+    async def _follow(self, run_id: int, last_id: str) -> None:
+        r = get_async_redis()
+        key = redis_keys.run_stream(run_id)
+        block_ms = int(settings.CHATSITE["SSE_KEEPALIVE_SECONDS"] * 1000)
+        while True:
+            if not await r.exists(key):
+                snapshot = await database_sync_to_async(run_snapshot)(run_id)
+                if snapshot is not None:  # finished, and its stream has expired
+                    return await self.send_body(snapshot, more_body=True)
+            result = await r.xread({key: last_id}, count=READ_COUNT, block=block_ms)
+            if not result:
+                await self.send_body(events.sse_comment(), more_body=True)
+                continue
+            frames = []
+            for entry_id, fields in result[0][1]:
+                entry = events.decode(entry_id, fields)
+                frames.append(events.sse_frame(entry))
+                last_id = entry_id
+                if entry.is_terminal:
+                    return await self.send_body(b"".join(frames), more_body=True)
+            await self.send_body(b"".join(frames), more_body=True)

@@ -1,0 +1,21 @@
+"""Handing a committed run to Celery."""
+import logging
+
+from chatsite.runs import queues
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.routing import queue_for
+
+log = logging.getLogger(__name__)
+
+
+def run_dispatch(run: GenerationRun) -> None:
+    """Send the generation task. Called after commit, so a worker never sees a run
+    that is not in Postgres. If the broker is down the run stays queued and the
+    beat sweep dispatches it again."""
+    from chatsite.celery import app
+
+    queue = queue_for(run)
+    try:
+        app.send_task(queues.GENERATE_TASK, args=[run.pk], queue=queue)
+    except Exception:
+        log.exception("run %s: dispatch to %s failed; the sweep will retry", run.pk, queue)

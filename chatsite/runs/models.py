@@ -1,0 +1,66 @@
+"""A generation run: one request to a model pool, first-class and durable."""
+from django.db import models
+
+
+class GenerationRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Tier(models.TextChoices):
+        INTERACTIVE = "interactive"
+        BATCH = "batch"
+
+    class Source(models.TextChoices):
+        WEB = "web"
+        API = "api"
+        OPENAI = "openai"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="runs")
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="runs")
+    user_message = models.ForeignKey("chats.Message", on_delete=models.CASCADE, related_name="+")
+    assistant_message = models.OneToOneField("chats.Message", on_delete=models.CASCADE, related_name="run")
+    pool = models.ForeignKey("pools.ModelPool", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    attempt = models.PositiveIntegerField(default=0)
+    tier = models.CharField(max_length=12, choices=Tier.choices, default=Tier.INTERACTIVE)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.API)
+    sampling = models.JSONField(default=dict, help_text="temperature, top_p, stop")
+    seed = models.BigIntegerField()
+    max_tokens = models.PositiveIntegerField()
+    prompt_snapshot = models.JSONField(default=list, help_text="The messages the prompt is built from.")
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    first_token_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Queued to first token.")
+    itl_ms = models.FloatField(null=True, blank=True, help_text="Mean inter-token latency.")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    finish_reason = models.CharField(max_length=20, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["tenant", "status"]), models.Index(fields=["pool", "status"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="one_run_per_idempotency_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL

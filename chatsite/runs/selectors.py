@@ -1,0 +1,15 @@
+"""Reads for runs, always scoped to the tenant and owner asking."""
+from chatsite.errors import NotFound
+from chatsite.runs.models import GenerationRun
+
+
+def runs_for(*, tenant, user):
+    return GenerationRun.objects.filter(tenant=tenant, chat__owner=user).select_related("pool", "assistant_message")
+
+
+def run_get(*, tenant, user, run_id) -> GenerationRun:
+    """The run, or NotFound (404) when it is not this user's in this tenant."""
+    try:
+        return runs_for(tenant=tenant, user=user).get(pk=int(run_id))
+    except (GenerationRun.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound("no such run") from None

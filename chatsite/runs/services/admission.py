@@ -1,0 +1,96 @@
+"""Admission: a user message becomes a queued run, in one transaction."""
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from chatsite.chats.models import Chat, Message
+from chatsite.errors import Conflict, InvalidInput
+from chatsite.pools.selectors import pool_for_tenant
+from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
+from chatsite.runs.dispatch import run_dispatch
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.queues import TIERS
+from chatsite.runs.validation import clean_sampling, clean_text
+
+HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
+ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
+
+
+def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
+               tier: str = "interactive", source: str = GenerationRun.Source.API,
+               idempotency_key: str = "") -> GenerationRun:
+    """Save the user's message, an empty assistant message and a queued run, then
+    (after commit) hand the run to its queue. A repeated `idempotency_key` returns
+    the run it created the first time.
+
+    Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
+    model's context), ModelUnavailable, and Conflict while a reply is still being
+    generated in the chat."""
+    if idempotency_key:
+        if not isinstance(idempotency_key, str) or len(idempotency_key) > 200:
+            raise InvalidInput("Idempotency-Key must be at most 200 characters", field="Idempotency-Key")
+        existing = _existing(chat, idempotency_key)
+        if existing is not None:
+            return existing
+    content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
+    if tier not in TIERS:
+        raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
+    pool = pool_for_tenant(chat.tenant, chat.pool.name)
+    sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed)
+    tokens = count_tokens(pool.model, content)
+    room = pool.context_length - sampling.max_tokens - TEMPLATE_TOKENS_PER_PROMPT
+    if tokens + TEMPLATE_TOKENS_PER_MESSAGE > room:
+        raise InvalidInput(
+            f"the message is {tokens} tokens, but model {pool.name!r} has room for {max(room, 0)} prompt tokens "
+            f"when replying with up to {sampling.max_tokens} tokens; shorten it or ask for fewer max_tokens",
+            field="content", code="context_length_exceeded")
+    try:
+        with transaction.atomic():
+            run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room)
+    except IntegrityError:
+        existing = _existing(chat, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        return existing
+    return run
+
+
+def _existing(chat: Chat, key: str) -> GenerationRun | None:
+    run = GenerationRun.objects.filter(tenant=chat.tenant, idempotency_key=key).first()
+    if run is not None and run.chat_id != chat.pk:
+        raise Conflict("this Idempotency-Key was already used for another chat", field="Idempotency-Key")
+    return run
+
+
+def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room) -> GenerationRun:
+    chat = Chat.objects.select_for_update().get(pk=chat.pk)
+    if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
+        raise Conflict("a reply is still being generated in this chat; wait for it or stop it first")
+    user_msg = Message.objects.create(chat=chat, role=Message.Role.USER, content=content, token_count=tokens)
+    assistant_msg = Message.objects.create(chat=chat, role=Message.Role.ASSISTANT, content="")
+    if not chat.title:
+        chat.title = " ".join(content.split())[:60]
+    chat.save(update_fields=["title", "updated_at"])
+    run = GenerationRun.objects.create(
+        tenant=chat.tenant, chat=chat, user_message=user_msg, assistant_message=assistant_msg, pool=pool,
+        tier=tier, source=source, seed=sampling.seed, max_tokens=sampling.max_tokens,
+        sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop)},
+        prompt_snapshot=_snapshot(chat, user_msg, room), idempotency_key=idempotency_key,
+    )
+    transaction.on_commit(lambda: run_dispatch(run))
+    return run
+
+
+def _snapshot(chat: Chat, user_msg: Message, room: int) -> list[dict]:
+    """The newest turns that fit `room` prompt tokens, oldest first; the worker
+    re-checks with the real chat template."""
+    history = (Message.objects.filter(chat=chat, id__lt=user_msg.id).exclude(role=Message.Role.ASSISTANT, content="")
+               .order_by("-id").values("role", "content", "token_count")[:HISTORY_LIMIT])
+    kept = [{"role": user_msg.role, "content": user_msg.content}]
+    used = user_msg.token_count + TEMPLATE_TOKENS_PER_MESSAGE
+    for msg in history:
+        used += msg["token_count"] + TEMPLATE_TOKENS_PER_MESSAGE
+        if used > room:
+            break
+        kept.append({"role": msg["role"], "content": msg["content"]})
+    kept.reverse()
+    return kept

@@ -1,0 +1,68 @@
+"""Finalize: the durable record, rebuilt from the run's own stream."""
+import logging
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import transaction
+from django.utils import timezone
+
+from chatsite.chats.models import Message
+from chatsite.runs import events
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.stream_reader import Reply, StreamCorrupt, read_entries, rebuild
+
+log = logging.getLogger(__name__)
+
+
+def _status_for(terminal: events.Entry) -> str:
+    if terminal.type == events.ERROR:
+        return GenerationRun.Status.FAILED
+    if terminal.finish_reason == "cancelled":
+        return GenerationRun.Status.CANCELLED
+    return GenerationRun.Status.COMPLETED
+
+
+def _ms_to_dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
+
+
+def run_finalize(*, run_id: int) -> GenerationRun | None:
+    """Save the assistant message and the run's figures from the stream's text.
+
+    Idempotent: a terminal run is returned unchanged. Returns None (and changes
+    nothing) while the stream has no terminal entry yet."""
+    try:
+        reply = rebuild(read_entries(run_id))
+    except StreamCorrupt as exc:
+        log.error("run %s: %s", run_id, exc)
+        reply = Reply(terminal=events.Entry("0-0", events.ERROR, code="stream_corrupt", message=str(exc)))
+    if reply.terminal is None:
+        return None
+    with transaction.atomic():
+        run = GenerationRun.objects.select_for_update().select_related("assistant_message").get(pk=run_id)
+        if run.is_terminal:
+            return run
+        _apply(run, reply)
+    return run
+
+
+def _apply(run: GenerationRun, reply: Reply) -> None:
+    terminal = reply.terminal
+    run.status = _status_for(terminal)
+    run.finished_at = timezone.now()
+    run.completion_tokens = reply.completion_tokens
+    if terminal.type == events.DONE:
+        run.finish_reason = terminal.finish_reason
+        run.prompt_tokens = int(terminal.usage.get("prompt_tokens", 0))
+    else:
+        run.finish_reason = "error"
+        run.error = f"{terminal.code}: {terminal.message}"
+    if reply.first_token_ms is not None:
+        run.first_token_at = _ms_to_dt(reply.first_token_ms)
+        run.ttft_ms = max(0, int((run.first_token_at - run.queued_at).total_seconds() * 1000))
+        if reply.completion_tokens > 1:
+            run.itl_ms = (reply.last_token_ms - reply.first_token_ms) / (reply.completion_tokens - 1)
+    run.save()
+    msg: Message = run.assistant_message
+    msg.content = reply.text
+    msg.token_count = reply.completion_tokens
+    msg.save(update_fields=["content", "token_count"])

@@ -1,0 +1,68 @@
+"""Writes for tenants, memberships and API keys."""
+import hashlib
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from chatsite.tenancy.models import ApiKey, Membership, Tenant
+
+KEY_PREFIX = "csk"
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def tenant_create(*, name: str) -> Tenant:
+    """Create a tenant; raises IntegrityError if the name is taken."""
+    return Tenant.objects.create(name=name, slug=slugify(name)[:50])
+
+
+def membership_add(*, tenant: Tenant, user, role: str = Membership.Role.MEMBER) -> Membership:
+    """Add `user` to `tenant` (idempotent)."""
+    membership, _ = Membership.objects.get_or_create(tenant=tenant, user=user, defaults={"role": role})
+    return membership
+
+
+def user_create_in_tenant(*, tenant: Tenant, username: str, password: str, **extra):
+    """Create a user and its membership in one transaction."""
+    with transaction.atomic():
+        user = get_user_model().objects.create_user(username=username, password=password, **extra)
+        membership_add(tenant=tenant, user=user)
+    return user
+
+
+def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the full secret, which is never stored or shown again."""
+    if not Membership.objects.filter(user=user, tenant=tenant).exists():
+        raise ValueError(f"{user} is not a member of {tenant}")
+    prefix = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(user=user, tenant=tenant, name=name, prefix=prefix, secret_hash=_hash(secret))
+    return key, f"{KEY_PREFIX}_{prefix}_{secret}"
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key
+
+
+def api_key_authenticate(raw: str) -> ApiKey | None:
+    """The live key for a presented secret, or None; records when it was last used."""
+    parts = raw.split("_", 2)
+    if len(parts) != 3 or parts[0] != KEY_PREFIX:
+        return None
+    key = ApiKey.objects.select_related("user", "tenant").filter(prefix=parts[1], revoked_at__isnull=True).first()
+    if key is None or not secrets.compare_digest(key.secret_hash, _hash(parts[2])):
+        return None
+    if not (key.user.is_active and key.tenant.is_active):
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)  # at most once a minute per key
+    return key

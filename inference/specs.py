@@ -1,0 +1,56 @@
+"""Engine specs: a pool's model and every engine argument, pinned explicitly.
+
+Nothing is left to a library default: DEFAULT_ENGINE_ARGS names every argument
+the platform sets, and a pool's own `engine_args` may override only those keys.
+"""
+from dataclasses import dataclass, field
+
+DEFAULT_ENGINE_ARGS: dict = {
+    "dtype": "float32",
+    "max_num_seqs": 64,
+    "max_num_batched_tokens": 2048,
+    "block_size": 16,
+    "enable_prefix_caching": True,
+    "enable_chunked_prefill": True,
+    "scheduling_policy": "priority",
+    "seed": 0,
+    "enforce_eager": True,
+    "tensor_parallel_size": 1,
+    "gpu_memory_utilization": 0.9,
+    "kv_cache_dtype": "auto",
+    "quantization": None,
+    "speculative_config": None,
+    "trust_remote_code": False,
+    "disable_log_stats": False,
+    "enable_log_requests": False,
+}
+
+
+class EngineSpecError(ValueError):
+    """A pool's engine configuration the platform refuses, with the reason."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    pool: str
+    model: str
+    max_model_len: int
+    args: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, *, pool: str, model: str, context_length: int, engine_args: dict | None = None) -> "EngineSpec":
+        """Merge a pool's overrides onto the pinned defaults; unknown keys are refused."""
+        overrides = dict(engine_args or {})
+        unknown = sorted(set(overrides) - set(DEFAULT_ENGINE_ARGS))
+        if unknown:
+            raise EngineSpecError(f"unknown engine argument(s) {', '.join(unknown)} for pool {pool!r}")
+        if context_length < 16:
+            raise EngineSpecError(f"context length {context_length} is too small")
+        return cls(pool=pool, model=model, max_model_len=context_length, args={**DEFAULT_ENGINE_ARGS, **overrides})
+
+    def engine_args(self):
+        """vLLM's AsyncEngineArgs for this spec (imports vLLM)."""
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        return AsyncEngineArgs(model=self.model, tokenizer=self.model, max_model_len=self.max_model_len,
+                               served_model_name=[self.pool], **self.args)

@@ -1,0 +1,61 @@
+"""The small vocabulary shared by the engine host, its backends and its sink."""
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation: a prompt (token ids) and the sampling it runs with."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    priority: int = 0  # lower is served first (vLLM's priority scheduling)
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What a backend yields for one request at one engine step."""
+
+    text: str
+    num_tokens: int
+    finished: bool = False
+    finish_reason: str | None = None  # stop, length, abort
+    num_prompt_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class StepDelta:
+    """One request's new output in one engine step, as handed to the sink.
+
+    `error` is set (and `finished` true) when the request failed in the engine."""
+
+    request_id: str
+    text: str
+    num_tokens: int
+    finished: bool = False
+    finish_reason: str | None = None
+    num_prompt_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass
+class EngineStats:
+    """The figures a worker heartbeat publishes about its engine."""
+
+    ready: bool = False
+    running: int = 0
+    waiting: int = 0
+    kv_cache_usage: float = 0.0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    generated_tokens: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def prefix_cache_hit_rate(self) -> float:
+        return self.prefix_cache_hits / self.prefix_cache_queries if self.prefix_cache_queries else 0.0

@@ -1,0 +1,44 @@
+"""The Celery app: Redis broker, late acks, one task at a time per slot, threads.
+
+`celery -A chatsite worker --model-pool NAME` starts a worker that loads NAME's
+engine once (workers.bootstep) and consumes that pool's queues.
+"""
+import os
+
+import click
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
+
+app = Celery("chatsite", include=["workers.tasks"])
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.update(
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    # One engine serves many runs at once: each run's task waits on a thread.
+    worker_pool="threads",
+    worker_concurrency=int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
+    task_create_missing_queues=True,
+    task_default_queue="maintenance",
+    task_ignore_result=True,
+    broker_connection_retry_on_startup=True,
+    broker_transport_options={
+        # A message unacknowledged this long is delivered again (a dead worker's runs).
+        "visibility_timeout": int(os.environ.get("CHATSITE_VISIBILITY_TIMEOUT", "3600")),
+        # Consume queues in the order given: own queue, interactive, then batch.
+        "queue_order_strategy": "priority",
+    },
+    worker_hijack_root_logger=False,
+    beat_schedule={
+        "sweep-runs": {"task": "workers.sweep_runs", "schedule": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "10"))},
+    },
+)
+
+app.user_options["worker"].add(
+    click.Option(["--model-pool"], default=None, help="Serve this model pool: load its engine once, consume its queues.")
+)
+
+from workers.bootstep import EngineStep  # noqa: E402  (needs `app` above)
+
+app.steps["worker"].add(EngineStep)

@@ -1,0 +1,84 @@
+"""One run through this worker's engine: claim, continue from the stream, finalize."""
+import logging
+
+from celery.exceptions import Reject
+
+from chatsite import redis_keys
+from chatsite.redis_client import get_redis
+from chatsite.runs import events
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_claim, run_finalize, run_release
+from chatsite.runs.stream_reader import read_reply
+from chatsite.runs.streams import write_terminal
+from inference.prompt import PromptTooLong
+from inference.types import GenerationRequest
+from workers.runtime import Runtime
+from workers.stream_writer import ActiveRun
+
+log = logging.getLogger(__name__)
+
+TIER_PRIORITY = {GenerationRun.Tier.INTERACTIVE: 0, GenerationRun.Tier.BATCH: 10}
+
+
+def _end(run_id: int, fields: dict) -> None:
+    write_terminal(run_id, fields)
+    run_finalize(run_id=run_id)
+
+
+def generate(rt: Runtime, run_id: int) -> str:
+    """Generate (or continue) one run. Returns what happened; does nothing for a run
+    that is finished or that another live attempt holds (the task is idempotent)."""
+    claim = run_claim(run_id=run_id, worker=rt.worker_name)
+    if claim is None:
+        return "skipped"
+    run = claim.run
+    with rt.heartbeat.leases_lock:
+        rt.heartbeat.leases[run_id] = claim.lease_token
+    try:
+        return _generate_claimed(rt, run)
+    finally:
+        with rt.heartbeat.leases_lock:
+            rt.heartbeat.leases.pop(run_id, None)
+        run_release(run_id=run_id, lease_token=claim.lease_token)
+
+
+def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
+    reply = read_reply(run.pk)  # what earlier attempts already streamed
+    if reply.terminal is not None:
+        run_finalize(run_id=run.pk)
+        return "finalized"
+    if get_redis().exists(redis_keys.run_cancel(run.pk)):
+        _end(run.pk, events.done_fields(finish_reason="cancelled", prompt_tokens=0,
+                                        completion_tokens=reply.completion_tokens))
+        return "cancelled"
+    remaining = run.max_tokens - reply.completion_tokens
+    if remaining <= 0:
+        _end(run.pk, events.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
+                                        completion_tokens=reply.completion_tokens))
+        return "finalized"
+    try:
+        plan = rt.host.build_prompt(run.prompt_snapshot, max_prompt_tokens=rt.pool.context_length - remaining,
+                                    continuation=reply.text)
+    except PromptTooLong as exc:
+        _end(run.pk, events.error_fields(code="context_length_exceeded", message=str(exc)))
+        return "failed"
+    active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
+                       next_seq=reply.completion_tokens, max_tokens=run.max_tokens)
+    rt.writer.register(active)
+    try:
+        rt.host.submit(GenerationRequest(
+            request_id=active.request_id, prompt_token_ids=plan.token_ids, max_tokens=remaining,
+            temperature=run.sampling.get("temperature", 1.0), top_p=run.sampling.get("top_p", 1.0),
+            seed=run.seed, stop=tuple(run.sampling.get("stop", ())),
+            priority=TIER_PRIORITY.get(run.tier, 0), ignore_eos=bool(run.sampling.get("ignore_eos", False)),
+        ))
+        active.done.wait()
+    finally:
+        rt.writer.unregister(active)
+    if active.outcome == "handed_back":
+        log.info("run %s handed back to the queue after %d tokens", run.pk, active.next_seq)
+        raise Reject("handed back: continue on another worker", requeue=True)
+    if active.outcome == "write_failed":
+        raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
+    run_finalize(run_id=run.pk)
+    return active.outcome

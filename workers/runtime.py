@@ -1,0 +1,93 @@
+"""The worker process's one engine: host, stream writer and heartbeat.
+
+Configured from the pool's row in Postgres. CHATSITE_ENGINE=fake swaps in the
+deterministic fake engine for platform tests; the default is always vLLM.
+"""
+import logging
+import os
+import time
+
+from chatsite.pools.models import ModelPool
+from inference.engine_host import EngineHost
+from workers.heartbeat import Heartbeat
+from workers.stream_writer import StreamWriter
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    def __init__(self, *, pool: ModelPool, worker_name: str, host: EngineHost, writer: StreamWriter):
+        self.pool = pool
+        self.worker_name = worker_name
+        self.host = host
+        self.writer = writer
+        self.draining = False
+        self.heartbeat: Heartbeat | None = None
+
+
+_current: Runtime | None = None
+
+
+def current() -> Runtime | None:
+    return _current
+
+
+def _backend(pool: ModelPool):
+    kind = os.environ.get("CHATSITE_ENGINE", "vllm")
+    if kind == "fake":
+        from inference.fake_backend import FakeBackend
+
+        return FakeBackend(step_seconds=float(os.environ.get("CHATSITE_FAKE_STEP_SECONDS", "0.01")))
+    if kind != "vllm":
+        raise RuntimeError(f"CHATSITE_ENGINE must be 'vllm' or 'fake', not {kind!r}")
+    from inference.specs import EngineSpec
+    from inference.vllm_backend import VllmBackend
+
+    spec = EngineSpec.build(pool=pool.name, model=pool.model, context_length=pool.context_length,
+                            engine_args=pool.engine_args)
+    return VllmBackend(spec)
+
+
+def start(*, pool_name: str, worker_name: str) -> Runtime:
+    """Load the pool's engine (blocking; ~30-40 s for vLLM on a CPU) and start heartbeats."""
+    global _current
+    pool = ModelPool.objects.get(name=pool_name)
+    holder: dict = {}
+    writer = StreamWriter(abort=lambda rid: holder["host"].abort(rid))
+    host = EngineHost(_backend(pool), writer.on_step, name=pool_name)
+    holder["host"] = host
+    rt = Runtime(pool=pool, worker_name=worker_name, host=host, writer=writer)
+    rt.heartbeat = Heartbeat(rt)
+    rt.heartbeat.start()
+    started = time.monotonic()
+    print(f"[{worker_name}] pool {pool_name}: starting engine for {pool.model} ...", flush=True)
+    host.start()
+    print(f"[{worker_name}] pool {pool_name}: engine ready in {time.monotonic() - started:.1f} s; taking work",
+          flush=True)
+    _current = rt
+    return rt
+
+
+def stop(deadline_seconds: float | None = None) -> None:
+    """Drain: stop taking work, let runs finish until the deadline, hand the rest
+    back to the queue (they continue elsewhere from their streams), stop the engine."""
+    global _current
+    rt = _current
+    if rt is None:
+        return
+    rt.draining = True
+    if deadline_seconds is None:
+        deadline_seconds = float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30"))
+    end = time.monotonic() + deadline_seconds
+    while rt.writer.active() and time.monotonic() < end:
+        time.sleep(0.1)
+    left = [r.request_id for r in rt.writer.active()]
+    if left:
+        log.warning("drain deadline passed; handing %d run(s) back to the queue", len(left))
+        rt.writer.hand_back(left)
+        wait_end = time.monotonic() + 10
+        while rt.writer.active() and time.monotonic() < wait_end:
+            time.sleep(0.05)
+    rt.heartbeat.stop()
+    rt.host.shutdown()
+    _current = None

@@ -1,0 +1,29 @@
+"""Celery tasks: take ids, call services (or the engine glue)."""
+import logging
+
+from celery.exceptions import Reject
+
+from chatsite.runs.queues import GENERATE_TASK
+from chatsite.runs.services.sweep import runs_sweep
+from workers import runtime
+from workers.app import app
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name=GENERATE_TASK, acks_late=True, reject_on_worker_lost=True)
+def generate_run(run_id: int) -> str:
+    """Generate one run on this worker's engine. Idempotent: safe to deliver twice."""
+    from workers.generation import generate
+
+    rt = runtime.current()
+    if rt is None or rt.draining:
+        raise Reject("this worker has no engine taking work", requeue=True)
+    return generate(rt, int(run_id))
+
+
+@app.task(name="workers.sweep_runs")
+def sweep_runs() -> dict:
+    """Beat: finalize runs whose worker vanished after the end; dispatch again the
+    runs no live attempt holds."""
+    return runs_sweep()
