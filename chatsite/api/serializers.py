@@ -73,6 +73,7 @@ class MessageCreateRequest(serializers.Serializer):
     stop = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=4)
     seed = serializers.IntegerField(required=False, min_value=0)
     priority = serializers.ChoiceField(choices=["interactive", "batch"], required=False)
+    ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
 
 
 class MessagePostedResponse(serializers.Serializer):

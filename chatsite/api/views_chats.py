@@ -79,7 +79,7 @@ class MessageListView(TenantScoped, APIView):
         run = run_submit(
             chat=chat, content=data.get("content"), max_tokens=data.get("max_tokens"),
             temperature=data.get("temperature"), top_p=data.get("top_p"), stop=data.get("stop"),
-            seed=data.get("seed"), tier=data.get("priority", "interactive"), source=GenerationRun.Source.API,
+            seed=data.get("seed"), ignore_eos=data.get("ignore_eos"), tier=data.get("priority", "interactive"), source=GenerationRun.Source.API,
             idempotency_key=request.headers.get("Idempotency-Key", ""),
         )
         body = {"run": s.RunSerializer(run).data, "user_message": s.MessageSerializer(run.user_message).data,

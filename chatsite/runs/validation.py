@@ -19,6 +19,7 @@ class Sampling:
     top_p: float
     stop: tuple[str, ...]
     seed: int
+    ignore_eos: bool = False
 
 
 def clean_text(value, *, field: str, max_chars: int) -> str:
@@ -46,7 +47,8 @@ def _number(value, *, field: str, lo: float, hi: float, lo_open: bool = False) -
     return value
 
 
-def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None) -> Sampling:
+def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
+                   ignore_eos=None) -> Sampling:
     """The run's sampling, from the client's values over the pool's defaults."""
     defaults = pool.default_sampling or {}
     if max_tokens is None:
@@ -71,4 +73,6 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
         seed = secrets.randbelow(2**31)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise InvalidInput(f"seed must be an integer between 0 and {MAX_SEED}", field="seed")
-    return Sampling(max_tokens, temperature, top_p, tuple(stop), seed)
+    if ignore_eos is not None and not isinstance(ignore_eos, bool):
+        raise InvalidInput("ignore_eos must be true or false", field="ignore_eos")
+    return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos))

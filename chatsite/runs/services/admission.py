@@ -16,7 +16,7 @@ ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
 
 
 def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
-               tier: str = "interactive", source: str = GenerationRun.Source.API,
+               ignore_eos=None, tier: str = "interactive", source: str = GenerationRun.Source.API,
                idempotency_key: str = "") -> GenerationRun:
     """Save the user's message, an empty assistant message and a queued run, then
     (after commit) hand the run to its queue. A repeated `idempotency_key` returns
@@ -35,7 +35,8 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
     if tier not in TIERS:
         raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
     pool = pool_for_tenant(chat.tenant, chat.pool.name)
-    sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed)
+    sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed,
+                              ignore_eos=ignore_eos)
     tokens = count_tokens(pool.model, content)
     room = pool.context_length - sampling.max_tokens - TEMPLATE_TOKENS_PER_PROMPT
     if tokens + TEMPLATE_TOKENS_PER_MESSAGE > room:
@@ -73,7 +74,8 @@ def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key
     run = GenerationRun.objects.create(
         tenant=chat.tenant, chat=chat, user_message=user_msg, assistant_message=assistant_msg, pool=pool,
         tier=tier, source=source, seed=sampling.seed, max_tokens=sampling.max_tokens,
-        sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop)},
+        sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop),
+                  "ignore_eos": sampling.ignore_eos},
         prompt_snapshot=_snapshot(chat, user_msg, room), idempotency_key=idempotency_key,
     )
     transaction.on_commit(lambda: run_dispatch(run))

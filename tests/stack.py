@@ -1,0 +1,99 @@
+"""Starting the platform's real processes (daphne, Celery workers) for tests."""
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG_DIR = ROOT / "var" / "log" / "tests"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def process_env(db_settings: dict, redis_url: str, **extra) -> dict:
+    """The environment a child process needs to share the test database and Redis."""
+    env = os.environ.copy()
+    user, host, port, name = db_settings["USER"], db_settings["HOST"], db_settings["PORT"], db_settings["NAME"]
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "chatsite.settings_test",
+        "DATABASE_URL": f"postgres://{user}@{host}:{port}/{name}",
+        "REDIS_URL": redis_url,
+        "CELERY_BROKER_URL": redis_url,
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+class Proc:
+    """A child process with its output in var/log/tests/NAME.log."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict):
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = LOG_DIR / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.popen = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, needle: str, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if needle in self.log_text():
+                return
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.popen.returncode}):\n{self.log_text()[-4000:]}")
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.name}: no {needle!r} after {timeout} s:\n{self.log_text()[-4000:]}")
+
+    def signal(self, sig) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 30) -> None:
+        import signal
+
+        if self.popen.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.popen.wait(10)
+        self._log.close()
+
+
+def start_web(env: dict) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc(f"web-{port}", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                "chatsite.asgi:application"], env)
+    url = f"http://127.0.0.1:{port}"
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.stop()
+    raise TimeoutError(f"daphne did not answer:\n{proc.log_text()[-3000:]}")
+
+
+def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=()) -> Proc:
+    proc = Proc(f"worker-{name}", [sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
+                                   "-n", f"{name}@%h", "-l", "info", "--without-gossip", "--without-mingle",
+                                   *extra_args], env)
+    proc.wait_for_log(f"{name}@", timeout=timeout)
+    proc.wait_for_log("ready.", timeout=timeout)
+    return proc
