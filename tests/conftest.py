@@ -83,3 +83,38 @@ def auth(api_key):
 @pytest.fixture
 def password():
     return PASSWORD
+
+
+VLLM_POOL = "vllm-flagship"  # a pool name no fake worker consumes
+
+
+def _demo_model_dir():
+    from inference.demo_models import build_demo_models
+
+    root = settings.CHATSITE["DEMO_MODELS_DIR"]
+    return build_demo_models(root, names=("flagship",))["flagship"]  # no-op when cached
+
+
+def _vllm_pool_row():
+    from chatsite.pools.demo import DEMO_ENGINE_ARGS
+
+    return PoolFactory(name=VLLM_POOL, model=str(_demo_model_dir()), engine_args=DEMO_ENGINE_ARGS,
+                       default_sampling={"temperature": 0.7, "top_p": 0.95, "max_tokens": 64})
+
+
+@pytest.fixture(scope="session")
+def vllm_worker(stack_env, django_db_blocker):
+    """A real Celery worker holding a real vLLM engine on the demo flagship model
+    (pool VLLM_POOL). Engine start takes ~30-40 s, once per session."""
+    with django_db_blocker.unblock():
+        _vllm_pool_row()
+    env = {**stack_env, "VLLM_CPU_KVCACHE_SPACE": "1", "CHATSITE_WORKER_SLOTS": "16"}
+    proc = stack.start_worker(env, pool=VLLM_POOL, name="vllm", timeout=300)
+    yield proc
+    proc.stop(timeout=60)
+
+
+@pytest.fixture
+def vllm_pool(db, vllm_worker):
+    """The VLLM_POOL row for this test (transactional tests flush rows between tests)."""
+    return _vllm_pool_row()

