@@ -34,3 +34,18 @@ def chat_affinity(chat_id: int) -> str:
 def run_redispatch_guard(run_id: int) -> str:
     """Set while the sweep's re-dispatch of an orphaned run is in flight."""
     return f"run:{run_id}:redispatch"
+
+
+def tenant_rate(tenant_id: int, minute: int) -> str:
+    """Requests a tenant made in one wall-clock minute."""
+    return f"tenant:{tenant_id}:rpm:{minute}"
+
+
+def metric_counter(name: str) -> str:
+    """A platform-wide counter (hash of label -> count) the /metrics page reads."""
+    return f"metrics:{name}"
+
+
+def metric_histogram(name: str, pool: str) -> str:
+    """A latency histogram (hash of bucket -> count, plus sum and count) for one pool."""
+    return f"metrics:{name}:{pool}"

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "chatsite.pools",
     "chatsite.chats",
     "chatsite.runs",
+    "chatsite.quotas",
     "chatsite.api",
     "chatsite.web",
     "workers",

@@ -17,17 +17,20 @@ _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", 
 
 
 class CharTokenizer:
-    """A byte-level tokenizer with a chat template, for the fake engine."""
+    """A tokenizer with a chat template for the fake engine: each token is 3 bytes
+    of UTF-8 packed into one id, so token counts match the web tier's estimate
+    for a model whose tokenizer it cannot read (one token per 3 bytes)."""
 
     def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
         text = "".join(f"<|{m['role']}|>\n{m['content']}<|end|>\n" for m in messages)
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
 
     def encode(self, text, add_special_tokens=False):
-        return list(text.encode())
+        data = text.encode()
+        return [int.from_bytes(data[i:i + 3], "big") | (len(data[i:i + 3]) << 24) for i in range(0, len(data), 3)]
 
     def decode(self, ids):
-        return bytes(ids).decode(errors="replace")
+        return b"".join((i & 0xFFFFFF).to_bytes(i >> 24, "big") for i in ids).decode(errors="replace")
 
 
 class FakeBackend:
@@ -43,8 +46,7 @@ class FakeBackend:
         await asyncio.sleep(self.startup_seconds)
 
     def reply_words(self, request: GenerationRequest) -> list[str]:
-        digest = hashlib.sha256(bytes(request.prompt_token_ids) if max(request.prompt_token_ids, default=0) < 256
-                                else repr(request.prompt_token_ids).encode()).digest()
+        digest = hashlib.sha256(repr(request.prompt_token_ids).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ (request.seed or 0))
         length = request.max_tokens if request.ignore_eos else min(request.max_tokens, rng.randint(12, 60))
         words = [rng.choice(_WORDS) for _ in range(length)]
@@ -52,7 +54,7 @@ class FakeBackend:
 
     async def stream(self, request: GenerationRequest):
         words = self.reply_words(request)
-        fail = FAIL_MARKER in self.tokenizer.decode([t for t in request.prompt_token_ids if t < 256])
+        fail = FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids)
         self._running += 1
         try:
             for i, word in enumerate(words):

@@ -62,8 +62,17 @@ def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
     except PromptTooLong as exc:
         _end(run.pk, events.error_fields(code="context_length_exceeded", message=str(exc)))
         return "failed"
+    capped = False
+    if run.budget_cap is not None:  # the tenant's budget, counted with the real prompt length
+        allowed = run.budget_cap - len(plan.token_ids) - reply.completion_tokens
+        capped = allowed < remaining
+        remaining = min(remaining, allowed)
+        if remaining <= 0:
+            _end(run.pk, events.done_fields(finish_reason="budget", prompt_tokens=len(plan.token_ids),
+                                            completion_tokens=reply.completion_tokens))
+            return "finalized"
     active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
-                       next_seq=reply.completion_tokens, max_tokens=run.max_tokens)
+                       next_seq=reply.completion_tokens, budget_capped=capped)
     rt.writer.register(active)
     try:
         rt.host.submit(GenerationRequest(

@@ -33,7 +33,7 @@ class ActiveRun:
     attempt: int
     request_id: str
     next_seq: int
-    max_tokens: int
+    budget_capped: bool = False  # its length limit is the tenant's budget: "length" means "budget"
     cancel_requested: bool = False
     handed_back: bool = False
     outcome: str = ""  # finished | handed_back | failed
@@ -144,6 +144,8 @@ class StreamWriter:
             return "handed_back"  # drain or lost lease: no terminal entry, the run goes on elsewhere
         else:
             reason = "cancelled" if last.finish_reason == "abort" else (last.finish_reason or "stop")
+            if reason == "length" and run.budget_capped:
+                reason = "budget"
             fields = events.done_fields(finish_reason=reason, prompt_tokens=last.num_prompt_tokens,
                                         completion_tokens=run.next_seq)
             outcome = "finished"

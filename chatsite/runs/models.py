@@ -33,6 +33,11 @@ class GenerationRun(models.Model):
     sampling = models.JSONField(default=dict, help_text="temperature, top_p, stop")
     seed = models.BigIntegerField()
     max_tokens = models.PositiveIntegerField()
+    # Tokens reserved against the tenant's budget at admission (prompt + cap), settled at finalize.
+    reserved_tokens = models.PositiveIntegerField(default=0)
+    # For a tenant with a budget: the most tokens (prompt + completion) the run may use; a reply
+    # cut short by it ends with finish_reason "budget". Empty when the tenant has no budget.
+    budget_cap = models.PositiveIntegerField(null=True, blank=True)
     prompt_snapshot = models.JSONField(default=list, help_text="The messages the prompt is built from.")
     idempotency_key = models.CharField(max_length=200, blank=True)
     worker = models.CharField(max_length=200, blank=True)

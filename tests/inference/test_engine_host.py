@@ -64,7 +64,8 @@ def test_engine_exception_becomes_an_error_delta():
 
     host, batches = collect_host()
     try:
-        host.submit(GenerationRequest("bad", list(FAIL_MARKER.encode()), max_tokens=30, ignore_eos=True))
+        host.submit(GenerationRequest("bad", FakeBackend().tokenizer.encode(FAIL_MARKER), max_tokens=30,
+                                      ignore_eos=True))
         wait_finished(batches, 1)
         last = [d for b in batches for d in b if d.request_id == "bad"][-1]
         assert last.finished and "injected engine failure" in last.error

@@ -3,12 +3,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from chatsite.chats.models import Chat, Message
-from chatsite.errors import Conflict, InvalidInput
+from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
+from chatsite.quotas.services import quota_check_rate, quota_record_refusal, quota_reserve
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
+from chatsite.runs.services.shedding import shed_if_overloaded
 from chatsite.runs.validation import clean_sampling, clean_text
 
 HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
@@ -24,7 +26,8 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
     model's context), ModelUnavailable, and Conflict while a reply is still being
-    generated in the chat."""
+    generated in the chat; RateLimited (429) for the tenant's own limits and
+    Overloaded (503) when the pool sheds load, both with a retry_after."""
     if idempotency_key:
         if not isinstance(idempotency_key, str) or len(idempotency_key) > 200:
             raise InvalidInput("Idempotency-Key must be at most 200 characters", field="Idempotency-Key")
@@ -44,9 +47,14 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
             f"the message is {tokens} tokens, but model {pool.name!r} has room for {max(room, 0)} prompt tokens "
             f"when replying with up to {sampling.max_tokens} tokens; shorten it or ask for fewer max_tokens",
             field="content", code="context_length_exceeded")
+    shed_if_overloaded(pool)
     try:
+        quota_check_rate(tenant=chat.tenant)
         with transaction.atomic():
             run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room)
+    except RateLimited:
+        quota_record_refusal(tenant=chat.tenant)
+        raise
     except IntegrityError:
         existing = _existing(chat, idempotency_key) if idempotency_key else None
         if existing is None:
@@ -71,28 +79,34 @@ def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key
     if not chat.title:
         chat.title = " ".join(content.split())[:60]
     chat.save(update_fields=["title", "updated_at"])
+    snapshot, prompt_tokens = _snapshot(chat, user_msg, room)
+    active = GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count()
+    reservation = quota_reserve(tenant=chat.tenant, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
+                                active_runs=active)
     run = GenerationRun.objects.create(
         tenant=chat.tenant, chat=chat, user_message=user_msg, assistant_message=assistant_msg, pool=pool,
         tier=tier, source=source, seed=sampling.seed, max_tokens=sampling.max_tokens,
         sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop),
                   "ignore_eos": sampling.ignore_eos},
-        prompt_snapshot=_snapshot(chat, user_msg, room), idempotency_key=idempotency_key,
+        prompt_snapshot=snapshot, idempotency_key=idempotency_key,
+        reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
     )
     transaction.on_commit(lambda: run_dispatch(run))
     return run
 
 
-def _snapshot(chat: Chat, user_msg: Message, room: int) -> list[dict]:
-    """The newest turns that fit `room` prompt tokens, oldest first; the worker
-    re-checks with the real chat template."""
+def _snapshot(chat: Chat, user_msg: Message, room: int) -> tuple[list[dict], int]:
+    """The newest turns that fit `room` prompt tokens, oldest first, and their
+    estimated prompt tokens; the worker re-checks with the real chat template."""
     history = (Message.objects.filter(chat=chat, id__lt=user_msg.id).exclude(role=Message.Role.ASSISTANT, content="")
                .order_by("-id").values("role", "content", "token_count")[:HISTORY_LIMIT])
     kept = [{"role": user_msg.role, "content": user_msg.content}]
-    used = user_msg.token_count + TEMPLATE_TOKENS_PER_MESSAGE
+    used = TEMPLATE_TOKENS_PER_PROMPT + user_msg.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     for msg in history:
-        used += msg["token_count"] + TEMPLATE_TOKENS_PER_MESSAGE
-        if used > room:
+        cost = msg["token_count"] + TEMPLATE_TOKENS_PER_MESSAGE
+        if used + cost > room:
             break
+        used += cost
         kept.append({"role": msg["role"], "content": msg["content"]})
     kept.reverse()
-    return kept
+    return kept, used

@@ -6,6 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatsite.chats.models import Message
+from chatsite.metrics.counters import observe_latency
+from chatsite.quotas.services import quota_settle
 from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream_reader import Reply, StreamCorrupt, read_entries, rebuild
@@ -38,10 +40,15 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
     if reply.terminal is None:
         return None
     with transaction.atomic():
-        run = GenerationRun.objects.select_for_update().select_related("assistant_message").get(pk=run_id)
+        run = GenerationRun.objects.select_for_update().select_related("assistant_message", "pool", "tenant").get(pk=run_id)
         if run.is_terminal:
             return run
         _apply(run, reply)
+        quota_settle(run=run)
+    if run.ttft_ms is not None:
+        observe_latency("ttft", run.pool.name, run.ttft_ms)
+    if run.itl_ms is not None:
+        observe_latency("itl", run.pool.name, run.itl_ms)
     return run
 
 

@@ -1,0 +1,48 @@
+"""Platform counters and latency histograms, kept in Redis so every process adds to one set."""
+import logging
+
+from chatsite import redis_keys
+from chatsite.redis_client import get_redis
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS_MS = (25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+
+def _incr(name: str, label: str, by: float = 1) -> None:
+    try:
+        get_redis().hincrbyfloat(redis_keys.metric_counter(name), label, by)
+    except Exception:  # metrics never fail a request
+        log.warning("could not count %s/%s", name, label)
+
+
+def count_refusal(kind: str) -> None:
+    """A request refused for a tenant's own limits (budget, rate, concurrency)."""
+    _incr("refusals", kind)
+
+
+def count_shed(pool: str) -> None:
+    """A request shed because the pool's queue is too long."""
+    _incr("shed", pool)
+
+
+def observe_latency(name: str, pool: str, value_ms: float) -> None:
+    """Add one observation to a pool's histogram (buckets are not cumulative here)."""
+    bucket = next((str(b) for b in LATENCY_BUCKETS_MS if value_ms <= b), "+Inf")
+    try:
+        pipe = get_redis().pipeline(transaction=False)
+        key = redis_keys.metric_histogram(name, pool)
+        pipe.hincrby(key, bucket, 1)
+        pipe.hincrbyfloat(key, "sum", value_ms / 1000.0)
+        pipe.hincrby(key, "count", 1)
+        pipe.execute()
+    except Exception:
+        log.warning("could not observe %s for %s", name, pool)
+
+
+def read_counter(name: str) -> dict[str, float]:
+    return {k: float(v) for k, v in get_redis().hgetall(redis_keys.metric_counter(name)).items()}
+
+
+def read_histogram(name: str, pool: str) -> dict[str, float]:
+    return {k: float(v) for k, v in get_redis().hgetall(redis_keys.metric_histogram(name, pool)).items()}

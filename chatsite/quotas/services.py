@@ -1,0 +1,100 @@
+"""Admission against a tenant's limits, and settling the token ledger.
+
+A run reserves prompt + completion cap at admission, under a row lock on the
+tenant's usage row, so a burst of parallel requests cannot overspend; finalize
+settles what the run used and releases the rest."""
+import math
+import time
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from chatsite import redis_keys
+from chatsite.errors import RateLimited
+from chatsite.metrics.counters import count_refusal
+from chatsite.quotas.models import TenantQuota, TenantUsage
+from chatsite.quotas.periods import period_end, period_start
+from chatsite.redis_client import get_redis
+
+
+@dataclass(frozen=True)
+class Reservation:
+    reserved_tokens: int
+    budget_cap: int | None  # total tokens the run may use, when the tenant has a budget
+
+
+def quota_for(tenant) -> TenantQuota | None:
+    return TenantQuota.objects.filter(tenant=tenant).first()
+
+
+def quota_check_rate(*, tenant) -> None:
+    """Requests per minute (a Redis counter per minute). Raises RateLimited."""
+    quota = quota_for(tenant)
+    if quota is None or quota.requests_per_minute is None:
+        return
+    minute = int(time.time() // 60)
+    key = redis_keys.tenant_rate(tenant.pk, minute)
+    pipe = get_redis().pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 120)
+    count, _ = pipe.execute()
+    if count > quota.requests_per_minute:
+        count_refusal("rate")
+        raise RateLimited(f"your team's limit of {quota.requests_per_minute} requests per minute is reached",
+                          code="rate_limited", retry_after=max(1, 60 - int(time.time() % 60)))
+
+
+def _usage_row(tenant, period: str) -> TenantUsage:
+    start = period_start(timezone.now(), period)
+    TenantUsage.objects.get_or_create(tenant=tenant, period_start=start)
+    return TenantUsage.objects.select_for_update().get(tenant=tenant, period_start=start)
+
+
+def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs: int) -> Reservation:
+    """Reserve tokens for a new run; call inside the admission transaction.
+
+    Raises RateLimited for too many runs at once or an exhausted budget."""
+    quota = quota_for(tenant)
+    period = quota.period if quota else TenantQuota.Period.MONTH
+    usage = _usage_row(tenant, period)  # the row lock serializes this tenant's admissions
+    if quota and quota.max_concurrent_runs is not None and active_runs >= quota.max_concurrent_runs:
+        count_refusal("concurrency")
+        raise RateLimited(f"your team already has {active_runs} replies in progress, the most it may run at once",
+                          code="concurrency_limit", retry_after=5)
+    cap, limited = max_tokens, False
+    if quota and quota.token_budget is not None:
+        limited = True
+        left = quota.token_budget - usage.used_tokens - usage.reserved_tokens
+        if left < prompt_tokens + 1:
+            count_refusal("budget")
+            seconds = (period_end(usage.period_start, period) - timezone.now()).total_seconds()
+            raise RateLimited(f"your team's token budget for this {period} is used up "
+                              f"({quota.token_budget} tokens); it renews in {math.ceil(seconds / 3600)} h",
+                              code="budget_exhausted", retry_after=math.ceil(seconds))
+        cap = min(max_tokens, left - prompt_tokens)
+    reserved = prompt_tokens + cap
+    TenantUsage.objects.filter(pk=usage.pk).update(reserved_tokens=F("reserved_tokens") + reserved)
+    return Reservation(reserved, reserved if limited else None)
+
+
+def quota_record_refusal(*, tenant) -> None:
+    """Count a refused request on the tenant's usage row (after the admission rolled back)."""
+    quota = quota_for(tenant)
+    start = period_start(timezone.now(), quota.period if quota else TenantQuota.Period.MONTH)
+    usage, _ = TenantUsage.objects.get_or_create(tenant=tenant, period_start=start)
+    TenantUsage.objects.filter(pk=usage.pk).update(refused_requests=F("refused_requests") + 1)
+
+
+def quota_settle(*, run) -> None:
+    """Release a finished run's reservation and record what it used (in finalize's transaction)."""
+    quota = quota_for(run.tenant)
+    period = quota.period if quota else TenantQuota.Period.MONTH
+    start = period_start(run.queued_at, period)
+    used = run.prompt_tokens + run.completion_tokens
+    with transaction.atomic():
+        usage, _ = TenantUsage.objects.select_for_update().get_or_create(tenant=run.tenant, period_start=start)
+        usage.reserved_tokens = max(0, usage.reserved_tokens - run.reserved_tokens)
+        usage.used_tokens += used
+        usage.save(update_fields=["reserved_tokens", "used_tokens"])
