@@ -130,6 +130,9 @@ CHATSITE = {
     "RUN_LEASE_SECONDS": float(os.environ.get("CHATSITE_RUN_LEASE", "10")),
     "MAX_MESSAGE_CHARS": int(os.environ.get("CHATSITE_MAX_MESSAGE_CHARS", "32000")),
     "DEFAULT_MAX_TOKENS": int(os.environ.get("CHATSITE_DEFAULT_MAX_TOKENS", "256")),
+    # A chat stays pinned to its worker (prefix-cache affinity) unless that worker is this hot.
+    "AFFINITY_MAX_KV_USAGE": float(os.environ.get("CHATSITE_AFFINITY_MAX_KV", "0.9")),
+    "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
 }
 
 # Celery: Redis broker; settings the worker reads are in workers/app.py.

@@ -39,6 +39,7 @@ app.user_options["worker"].add(
     click.Option(["--model-pool"], default=None, help="Serve this model pool: load its engine once, consume its queues.")
 )
 
+from workers import control  # noqa: E402,F401  (registers drain / engine_stats for the CLI too)
 from workers.bootstep import EngineStep  # noqa: E402  (needs `app` above)
 
 app.steps["worker"].add(EngineStep)

@@ -1,12 +1,12 @@
 """One run through this worker's engine: claim, continue from the stream, finalize."""
 import logging
 
-from celery.exceptions import Reject
-
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 from chatsite.runs import events
+from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.routing import affinity_pin
 from chatsite.runs.services import run_claim, run_finalize, run_release
 from chatsite.runs.stream_reader import read_reply
 from chatsite.runs.streams import write_terminal
@@ -35,11 +35,17 @@ def generate(rt: Runtime, run_id: int) -> str:
     with rt.heartbeat.leases_lock:
         rt.heartbeat.leases[run_id] = claim.lease_token
     try:
-        return _generate_claimed(rt, run)
+        affinity_pin(chat_id=run.chat_id, worker=rt.worker_name)
+        outcome = _generate_claimed(rt, run)
     finally:
         with rt.heartbeat.leases_lock:
             rt.heartbeat.leases.pop(run_id, None)
         run_release(run_id=run_id, lease_token=claim.lease_token)
+    if outcome == "handed_back":
+        # Only now that our lease is gone can another worker claim it; the router
+        # sends it to the pool queue since this worker is draining.
+        run_dispatch(run)
+    return outcome
 
 
 def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
@@ -86,7 +92,7 @@ def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
         rt.writer.unregister(active)
     if active.outcome == "handed_back":
         log.info("run %s handed back to the queue after %d tokens", run.pk, active.next_seq)
-        raise Reject("handed back: continue on another worker", requeue=True)
+        return "handed_back"
     if active.outcome == "write_failed":
         raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
     run_finalize(run_id=run.pk)

@@ -67,9 +67,12 @@ class Heartbeat:
             log.error("lease lost for run(s) %s; stopping them here", sorted(lost))
             self.rt.writer.hand_back([r.request_id for r in self.rt.writer.active() if r.run_id in lost])
 
+    def beat_quietly(self) -> None:
+        try:
+            self.beat()
+        except Exception as exc:
+            log.warning("heartbeat failed: %s", exc)
+
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_SECONDS):
-            try:
-                self.beat()
-            except Exception as exc:
-                log.warning("heartbeat failed: %s", exc)
+            self.beat_quietly()

@@ -68,16 +68,15 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     return rt
 
 
-def stop(deadline_seconds: float | None = None) -> None:
-    """Drain: stop taking work, let runs finish until the deadline, hand the rest
-    back to the queue (they continue elsewhere from their streams), stop the engine."""
-    global _current
+def drain(deadline_seconds: float) -> None:
+    """Stop taking work, let runs finish until the deadline, then hand the rest back
+    to the queue (another worker continues them from their streams)."""
     rt = _current
     if rt is None:
         return
     rt.draining = True
-    if deadline_seconds is None:
-        deadline_seconds = float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30"))
+    rt.heartbeat.beat_quietly()  # routers see "draining" at once
+    log.warning("draining: %d run(s) in flight, deadline %.0f s", len(rt.writer.active()), deadline_seconds)
     end = time.monotonic() + deadline_seconds
     while rt.writer.active() and time.monotonic() < end:
         time.sleep(0.1)
@@ -88,6 +87,18 @@ def stop(deadline_seconds: float | None = None) -> None:
         wait_end = time.monotonic() + 10
         while rt.writer.active() and time.monotonic() < wait_end:
             time.sleep(0.05)
+    log.warning("drained")
+
+
+def stop(deadline_seconds: float | None = None) -> None:
+    """Warm shutdown (SIGTERM): drain, then stop the heartbeat and the engine."""
+    global _current
+    rt = _current
+    if rt is None:
+        return
+    if deadline_seconds is None:
+        deadline_seconds = float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30"))
+    drain(deadline_seconds)
     rt.heartbeat.stop()
     rt.host.shutdown()
     _current = None

@@ -22,15 +22,16 @@ class Sampling:
     ignore_eos: bool = False
 
 
-def clean_text(value, *, field: str, max_chars: int) -> str:
-    """A message body: a non-empty string without NUL bytes, at most `max_chars`."""
+def clean_text(value, *, field: str, max_chars: int, allow_empty: bool = False) -> str:
+    """A message body: a string of valid Unicode without NUL bytes, at most
+    `max_chars`, and not blank unless `allow_empty`."""
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string", field=field)
     if "\x00" in value:
         raise InvalidInput(f"{field} contains a NUL byte, which is not allowed", field=field)
     if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise InvalidInput(f"{field} is not valid UTF-8 text", field=field)
-    if not value.strip():
+    if not allow_empty and not value.strip():
         raise InvalidInput(f"{field} must not be empty", field=field)
     if len(value) > max_chars:
         raise InvalidInput(f"{field} is {len(value)} characters; the limit is {max_chars}", field=field)

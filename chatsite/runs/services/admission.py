@@ -19,10 +19,11 @@ ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
 
 def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
                ignore_eos=None, tier: str = "interactive", source: str = GenerationRun.Source.API,
-               idempotency_key: str = "") -> GenerationRun:
+               idempotency_key: str = "", model: str | None = None) -> GenerationRun:
     """Save the user's message, an empty assistant message and a queued run, then
     (after commit) hand the run to its queue. A repeated `idempotency_key` returns
-    the run it created the first time.
+    the run it created the first time, also when the repeats race each other.
+    `model` answers this one message with another pool than the chat's own.
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
     model's context), ModelUnavailable, and Conflict while a reply is still being
@@ -37,7 +38,7 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
     content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
     if tier not in TIERS:
         raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
-    pool = pool_for_tenant(chat.tenant, chat.pool.name)
+    pool = pool_for_tenant(chat.tenant, chat.pool.name if model is None else model)
     sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed,
                               ignore_eos=ignore_eos)
     tokens = count_tokens(pool.model, content)
@@ -72,6 +73,10 @@ def _existing(chat: Chat, key: str) -> GenerationRun | None:
 
 def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room) -> GenerationRun:
     chat = Chat.objects.select_for_update().get(pk=chat.pk)
+    # A concurrent request with the same key may have committed while we waited for the lock.
+    existing = _existing(chat, idempotency_key) if idempotency_key else None
+    if existing is not None:
+        return existing
     if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
         raise Conflict("a reply is still being generated in this chat; wait for it or stop it first")
     user_msg = Message.objects.create(chat=chat, role=Message.Role.USER, content=content, token_count=tokens)

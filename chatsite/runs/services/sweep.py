@@ -6,6 +6,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from chatsite import redis_keys
+from chatsite.pools.health import live_workers
 from chatsite.redis_client import get_redis
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
@@ -15,6 +16,7 @@ from chatsite.runs.stream_reader import read_reply
 log = logging.getLogger(__name__)
 
 QUEUED_GRACE = timedelta(minutes=5)  # a queued run may legitimately wait this long
+PINNED_GRACE = timedelta(seconds=15)  # ...unless it waits in the queue of a worker that is gone
 REDISPATCH_GUARD_SECONDS = 60
 
 
@@ -27,8 +29,11 @@ def runs_sweep() -> dict:
     lease_grace = timedelta(seconds=settings.CHATSITE["RUN_LEASE_SECONDS"])
     counts = {"finalized": 0, "redispatched": 0}
     running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING, started_at__lt=now - lease_grace)
-    queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - QUEUED_GRACE)
-    for run in list(running.select_related("pool")[:500]) + list(queued.select_related("pool")[:500]):
+    queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - PINNED_GRACE)
+    alive = live_workers()
+    stranded = [run for run in queued.select_related("pool")[:500]
+                if run.queued_at < now - QUEUED_GRACE or _pinned_to_dead_worker(r, run, alive)]
+    for run in list(running.select_related("pool")[:500]) + stranded:
         if r.exists(redis_keys.run_lease(run.pk)):
             continue
         if read_reply(run.pk).terminal is not None:
@@ -41,3 +46,8 @@ def runs_sweep() -> dict:
             run_dispatch(run)
             counts["redispatched"] += 1
     return counts
+
+
+def _pinned_to_dead_worker(r, run: GenerationRun, alive: dict) -> bool:
+    worker = r.get(redis_keys.chat_affinity(run.chat_id))
+    return bool(worker) and worker not in alive

@@ -1,0 +1,79 @@
+"""Two workers of one pool: chats stick to their worker; a drain hands runs over."""
+import time
+
+import pytest
+
+from chatsite.celery import app
+from chatsite.runs import events
+from chatsite.runs.routing import affinity_worker
+from chatsite.runs.stream_reader import read_entries
+from tests import stack
+from tests.runs.helpers import post_message, wait_terminal
+from tests.sse import read_events, text_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def second_worker(stack_env, fake_workers):
+    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                              pool="flagship", name="fake-flagship-2")
+    time.sleep(2)  # let its first heartbeats land
+    yield proc
+    proc.stop()
+
+
+def test_turns_of_a_chat_stay_on_one_worker(live_url, second_worker, chat, auth):
+    workers = []
+    for i in range(4):
+        run = post_message(live_url, auth, chat.pk, content=f"turn {i}", max_tokens=5)
+        workers.append(wait_terminal(run["id"]).worker)
+    assert len(set(workers)) == 1
+    assert affinity_worker(chat.pk) == workers[0]
+
+
+def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url, second_worker, chat, auth):
+    run = post_message(live_url, auth, chat.pk, max_tokens=400, ignore_eos=True)  # ~4 s
+    url = live_url + run["events_url"]
+    first = read_events(url, headers=auth, max_events=5)
+    holder = wait_for_worker(run["id"])
+    reply = app.control.broadcast("drain", arguments={"deadline": 0.5}, destination=[holder], reply=True, timeout=5)
+    assert reply and "ok" in list(reply[0].values())[0]
+    rest = read_events(url, headers=auth, last_event_id=first[-1].id, timeout=60)
+    saved = wait_terminal(run["id"])
+    assert saved.status == "completed" and saved.completion_tokens == 400
+    assert saved.attempt == 2 and saved.worker != holder
+    assert text_of(first) + text_of(rest) == saved.assistant_message.content
+    tokens = [e for e in read_entries(run["id"]) if e.type == events.TOKEN]
+    assert [e.seq for e in tokens] == sorted(e.seq for e in tokens)
+    assert {e.attempt for e in tokens} == {1, 2}
+    # the drained worker takes nothing new: the chat's next turn goes to the other one
+    nxt = post_message(live_url, auth, chat.pk, content="next", max_tokens=5)
+    assert wait_terminal(nxt["id"]).worker != holder
+
+
+def wait_for_worker(run_id, timeout=10):
+    from chatsite.runs.models import GenerationRun
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        worker = GenerationRun.objects.get(pk=run_id).worker
+        if worker:
+            return worker
+        time.sleep(0.05)
+    raise TimeoutError
+
+
+def test_inspect_engine_stats_reports_each_worker(second_worker, stack_env):
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "chatsite", "inspect", "engine_stats", "--json",
+                          "--timeout", "3"], env=stack_env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    replies = json.loads(out.stdout.strip().splitlines()[-1])
+    stats = {name: s for name, s in replies.items() if s.get("engine", True) is not None}
+    assert any(name.startswith("fake-flagship-2@") for name in stats)
+    assert all(s["pool"] in ("flagship", "small") and "kv_cache_usage" in s and s["ready"] == 1
+               for s in stats.values())
