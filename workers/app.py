@@ -8,6 +8,8 @@ import os
 import click
 from celery import Celery
 
+from chatsite.runs.queues import MAINTENANCE
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
 app = Celery("chatsite", include=["workers.tasks"])
@@ -20,7 +22,7 @@ app.conf.update(
     worker_pool="threads",
     worker_concurrency=int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
     task_create_missing_queues=True,
-    task_default_queue="maintenance",
+    task_default_queue=MAINTENANCE,
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,
     broker_transport_options={
@@ -32,6 +34,7 @@ app.conf.update(
     worker_hijack_root_logger=False,
     beat_schedule={
         "sweep-runs": {"task": "workers.sweep_runs", "schedule": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "10"))},
+        "scale-recommendations": {"task": "workers.record_scale_recommendations", "schedule": 30.0},
     },
 )
 

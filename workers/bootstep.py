@@ -17,8 +17,8 @@ class EngineStep(bootsteps.StartStopStep):
         super().__init__(worker, **kwargs)
         self.pool_name = model_pool
         if model_pool:
-            # Own queue first (affinity), then the pool's tiers, interactive first.
-            names = [queues.worker_queue(worker.hostname), *queues.pool_queues(model_pool)]
+            # Own queue first (affinity), then the pool's tiers, interactive first, then beat's sweeps.
+            names = [queues.worker_queue(worker.hostname), *queues.pool_queues(model_pool), queues.MAINTENANCE]
             worker.app.amqp.queues.select(names)
 
     def start(self, worker):

@@ -3,6 +3,7 @@ import logging
 
 from celery.exceptions import Reject
 
+from chatsite.pools.signals import pools_record_recommendations
 from chatsite.runs.queues import GENERATE_TASK
 from chatsite.runs.services.sweep import runs_sweep
 from workers import runtime
@@ -27,3 +28,9 @@ def sweep_runs() -> dict:
     """Beat: finalize runs whose worker vanished after the end; dispatch again the
     runs no live attempt holds."""
     return runs_sweep()
+
+
+@app.task(name="workers.record_scale_recommendations")
+def record_scale_recommendations() -> dict:
+    """Beat: store each pool's recommended replica count (admin, /metrics)."""
+    return pools_record_recommendations()

@@ -1,6 +1,10 @@
 """Reads for model pools, always through the tenant asking."""
-from chatsite.errors import InvalidInput, ModelUnavailable
+import re
+
+from chatsite.errors import InvalidInput
 from chatsite.pools.models import ModelPool
+
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")
 
 
 def pools_for_tenant(tenant):
@@ -13,12 +17,17 @@ def pools_for_tenant(tenant):
 
 def pool_for_tenant(tenant, name: str) -> ModelPool:
     """The pool `name` for this tenant. Raises InvalidInput for an unknown model or
-    one the tenant may not use, ModelUnavailable for a disabled one."""
-    pool = ModelPool.objects.filter(name=name).first() if isinstance(name, str) else None
+    one the tenant may not use (code model_not_found) and for a disabled one
+    (code model_disabled): both are the client's to fix by picking another model."""
+    # Pool names are slugs: anything else (NUL bytes, huge strings) cannot name one.
+    plausible = isinstance(name, str) and _SLUG.fullmatch(name) is not None
+    pool = ModelPool.objects.filter(name=name).first() if plausible else None
     allowed = pool is not None and (not tenant.allowed_pools.exists() or tenant.allowed_pools.filter(pk=pool.pk).exists())
     if not allowed:
-        raise InvalidInput(f"unknown model {name!r}; GET /api/models/ lists the models you can use",
+        shown = repr(name if not isinstance(name, str) or len(name) <= 60 else name[:60] + "...")
+        raise InvalidInput(f"unknown model {shown}; GET /api/models/ lists the models you can use",
                            field="model", code="model_not_found")
     if not pool.enabled:
-        raise ModelUnavailable(f"the model {name!r} is disabled right now; pick another model", field="model")
+        raise InvalidInput(f"the model {name!r} is disabled right now; pick another model from GET /api/models/",
+                           field="model", code="model_disabled")
     return pool

@@ -21,3 +21,6 @@ def pool_queues(pool: str) -> list[str]:
 
 # The task every run queue carries.
 GENERATE_TASK = "workers.generate_run"
+
+# Beat's periodic tasks (sweeps, scale recommendations); every pool worker takes them last.
+MAINTENANCE = "maintenance"
