@@ -133,6 +133,8 @@ CHATSITE = {
     # A chat stays pinned to its worker (prefix-cache affinity) unless that worker is this hot.
     "AFFINITY_MAX_KV_USAGE": float(os.environ.get("CHATSITE_AFFINITY_MAX_KV", "0.9")),
     "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
+    # Optional bearer token required to scrape /metrics.
+    "METRICS_TOKEN": os.environ.get("CHATSITE_METRICS_TOKEN", ""),
 }
 
 # Celery: Redis broker; settings the worker reads are in workers/app.py.

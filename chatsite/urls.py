@@ -1,8 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from chatsite.metrics.views import metrics as metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view),
     path("api/", include("chatsite.api.urls")),
     path("", include("chatsite.web.urls")),
 ]

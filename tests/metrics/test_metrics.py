@@ -1,0 +1,34 @@
+"""/metrics shows queue depth, runs, latency histograms, worker figures and refusals."""
+import re
+
+import httpx
+import pytest
+
+from chatsite.quotas.models import TenantQuota
+from tests.runs.helpers import post_message, wait_terminal
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def metric(text: str, name: str, **labels) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    match = re.search(rf"^{re.escape(name)}\{{{re.escape(want)}\}} (\S+)$", text, re.M)
+    assert match, f"{name}{{{want}}} not in /metrics"
+    return float(match.group(1))
+
+
+def test_metrics_reflect_runs_workers_and_refusals(live_url, fake_workers, chat, tenant, auth):
+    before = httpx.get(f"{live_url}/metrics").text
+    count_before = metric(before, "chatsite_ttft_seconds_count", pool="flagship")
+    run = post_message(live_url, auth, chat.pk, max_tokens=10)
+    wait_terminal(run["id"])
+    TenantQuota.objects.create(tenant=tenant, token_budget=1)
+    assert httpx.post(f"{live_url}/api/chats/{chat.pk}/messages/", headers=auth, json={"content": "hi"}).status_code == 429
+    text = httpx.get(f"{live_url}/metrics").text
+    assert metric(text, "chatsite_ttft_seconds_count", pool="flagship") == count_before + 1
+    assert metric(text, "chatsite_ttft_seconds_bucket", pool="flagship", le="+Inf") >= 1
+    assert metric(text, "chatsite_runs", pool="flagship", status="completed") >= 1
+    assert metric(text, "chatsite_queue_depth", pool="flagship", tier="interactive") >= 0
+    assert metric(text, "chatsite_refusals_total", kind="budget") >= 1
+    workers = re.findall(r'^chatsite_worker_ready\{worker="([^"]+)",pool="flagship"\} 1.0$', text, re.M)
+    assert workers, "a ready flagship worker reports in /metrics"
