@@ -12,7 +12,8 @@ DEMO_USER = "demo"
 DEMO_PASSWORD = "demo-password"
 
 # Engine arguments for the demo models on a CPU; every one pinned (see inference.specs).
-DEMO_ENGINE_ARGS = {"dtype": "float32", "max_num_seqs": 64, "max_num_batched_tokens": 2048, "block_size": 16,
+# The CPU attention backend needs KV blocks in multiples of 32 tokens.
+DEMO_ENGINE_ARGS = {"dtype": "float32", "max_num_seqs": 64, "max_num_batched_tokens": 2048, "block_size": 32,
                     "enable_prefix_caching": True, "enable_chunked_prefill": True, "seed": 0}
 DEMO_POOLS = {
     "flagship": {"display_name": "Flagship (demo, 4 layers)", "max_output_tokens": 512,
