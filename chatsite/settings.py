@@ -35,11 +35,14 @@ INSTALLED_APPS = [
     "chatsite.runs",
     "chatsite.quotas",
     "chatsite.api",
+    "chatsite.openai_api",
     "chatsite.web",
     "workers",
 ]
 
 MIDDLEWARE = [
+    # Outermost: every error under /api/ and /v1/ leaves as JSON in that API's shape.
+    "chatsite.api.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -116,6 +119,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The SSE consumer and the OpenAI-compatible async views are not DRF views: document them too.
+    "PREPROCESSING_HOOKS": ["chatsite.api.openapi.add_documented_endpoints"],
+    "TAGS": [
+        {"name": "chats", "description": "Chats and their messages; posting a message starts a run."},
+        {"name": "runs", "description": "A run generates one reply: status, cancel, and its token stream (SSE)."},
+        {"name": "models", "description": "The model pools your tenant may use."},
+        {"name": "keys", "description": "Your own API keys."},
+        {"name": "usage", "description": "Your tenant's token usage this month."},
+        {"name": "openai", "description": "OpenAI-compatible endpoints under /v1/ (OpenAI's wire format and "
+                                          "error shape); point an OpenAI SDK's base_url at /v1."},
+    ],
 }
 
 # --- the platform's own knobs -------------------------------------------------
@@ -127,7 +141,7 @@ CHATSITE = {
     # SSE keep-alive comment interval, seconds.
     "SSE_KEEPALIVE_SECONDS": float(os.environ.get("CHATSITE_SSE_KEEPALIVE", "15")),
     # A worker's claim on a run lapses this long after its last heartbeat.
-    "RUN_LEASE_SECONDS": float(os.environ.get("CHATSITE_RUN_LEASE", "10")),
+    "RUN_LEASE_SECONDS": float(os.environ.get("CHATSITE_RUN_LEASE", "6")),
     "MAX_MESSAGE_CHARS": int(os.environ.get("CHATSITE_MAX_MESSAGE_CHARS", "32000")),
     "DEFAULT_MAX_TOKENS": int(os.environ.get("CHATSITE_DEFAULT_MAX_TOKENS", "256")),
     # A chat stays pinned to its worker (prefix-cache affinity) unless that worker is this hot.

@@ -1,9 +1,34 @@
-"""Settings for the test suite: its own Redis database, fast keep-alives and leases."""
+"""Settings for the test suite: fast keep-alives and leases, and a Redis database
+and Postgres test database of its own, so that concurrent test sessions on one
+machine never share queues, streams or rows."""
+import atexit
 import os
 
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/1")
+import redis
+
 os.environ.setdefault("CHATSITE_SSE_KEEPALIVE", "2")
 os.environ.setdefault("CHATSITE_RUN_LEASE", "4")
+
+
+def _claim_slot() -> int:
+    """Claim a free Redis database number 1..15 for this test session (a key in db 0)."""
+    base = os.environ.get("CHATSITE_TEST_REDIS_BASE", "redis://127.0.0.1:6379")
+    client = redis.Redis.from_url(f"{base}/0")
+    token = str(os.getpid())
+    for slot in range(1, 16):
+        if client.set(f"chatsite-test-slot:{slot}", token, nx=True, ex=6 * 3600):
+            atexit.register(lambda s=slot: client.eval(
+                "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end", 1,
+                f"chatsite-test-slot:{s}", token))
+            return slot
+    raise RuntimeError("no free Redis database for a test session (15 in use)")
+
+
+if "REDIS_URL" not in os.environ:  # the pytest process; its child processes inherit the choice
+    _slot = _claim_slot()
+    os.environ["REDIS_URL"] = f"{os.environ.get('CHATSITE_TEST_REDIS_BASE', 'redis://127.0.0.1:6379')}/{_slot}"
+    os.environ["CELERY_BROKER_URL"] = os.environ["REDIS_URL"]
+    os.environ.setdefault("DATABASE_TEST_NAME", f"test_chatsite_{_slot}")
 
 from chatsite.settings import *  # noqa: E402,F401,F403
 

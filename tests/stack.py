@@ -97,3 +97,12 @@ def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_
     proc.wait_for_log(f"{name}@", timeout=timeout)
     proc.wait_for_log("ready.", timeout=timeout)
     return proc
+
+
+def start_beat(env: dict, *, sweep_seconds: float = 1.0) -> Proc:
+    """Celery beat, sweeping often so that recovery is quick in tests."""
+    schedule = LOG_DIR / f"beat-{free_port()}.schedule"
+    proc = Proc("beat", [sys.executable, "-m", "celery", "-A", "chatsite", "beat", "-l", "info", "-s", str(schedule)],
+                {**env, "CHATSITE_SWEEP_SECONDS": str(sweep_seconds)})
+    proc.wait_for_log("beat: Starting", timeout=30)
+    return proc

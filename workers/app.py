@@ -33,7 +33,7 @@ app.conf.update(
     },
     worker_hijack_root_logger=False,
     beat_schedule={
-        "sweep-runs": {"task": "workers.sweep_runs", "schedule": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "10"))},
+        "sweep-runs": {"task": "workers.sweep_runs", "schedule": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "3"))},
         "scale-recommendations": {"task": "workers.record_scale_recommendations", "schedule": 30.0},
     },
 )

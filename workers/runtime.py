@@ -60,10 +60,10 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     rt.heartbeat = Heartbeat(rt)
     rt.heartbeat.start()
     started = time.monotonic()
-    print(f"[{worker_name}] pool {pool_name}: starting engine for {pool.model} ...", flush=True)
+    log.info("[%s] pool %s: starting the engine for %s (vLLM takes ~30-40 s on a CPU) ...",
+             worker_name, pool_name, pool.model)
     host.start()
-    print(f"[{worker_name}] pool {pool_name}: engine ready in {time.monotonic() - started:.1f} s; taking work",
-          flush=True)
+    log.info("[%s] pool %s: engine ready in %.1f s; taking work", worker_name, pool_name, time.monotonic() - started)
     _current = rt
     return rt
 
