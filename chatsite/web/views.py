@@ -1,14 +1,103 @@
-"""Server-rendered pages."""
+"""Server-rendered pages: the chat list, one chat, rename and delete.
+
+Views stay thin: reads through chatsite.web.selectors, writes through
+chatsite.chats.services. Sending a message and streaming the reply happen in
+the browser, through the REST API and the run's event stream."""
+from dataclasses import asdict
+from functools import wraps
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from chatsite.api.errors import json_handler404, json_handler500
+from chatsite.chats.selectors import chat_get
+from chatsite.chats.services import chat_delete, chat_update
+from chatsite.errors import NotFound, ServiceError
+from chatsite.tenancy.selectors import tenant_for_request
+from chatsite.web import selectors
+from chatsite.web.forms import RenameForm
 
 
-@login_required
-def home(request):
-    return render(request, "web/home.html")
+def with_tenant(view):
+    """Pass the signed-in user's tenant to the view, or explain that there is none."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            tenant = tenant_for_request(request.user, None)
+        except NotFound as exc:
+            return render(request, "web/no_tenant.html", {"message": exc.message}, status=403)
+        return view(request, tenant, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _owned_chat(tenant, request, chat_id):
+    try:
+        return chat_get(tenant=tenant, user=request.user, chat_id=chat_id)
+    except NotFound:
+        raise Http404("no such chat") from None
+
+
+def _page(request, tenant, chat):
+    models = selectors.model_options(tenant=tenant)
+    current = selectors.current_model(models, chat)
+    messages_data = selectors.chat_messages(chat=chat) if chat else []
+    page = {
+        "chat": {"id": chat.pk, "title": str(chat), "model": chat.pool.name} if chat else None,
+        "models": [asdict(m) for m in models],
+        "messages": messages_data,
+    }
+    context = {
+        "chat": chat, "groups": selectors.sidebar_groups(tenant=tenant, user=request.user),
+        "models": models, "current_model": current.id if current else "",
+        "current_up": bool(current and current.up), "messages_data": messages_data, "page": page,
+    }
+    return render(request, "web/chat.html", context)
+
+
+@require_GET
+@with_tenant
+def home(request, tenant):
+    """A new chat: the model picker and an empty conversation."""
+    return _page(request, tenant, None)
+
+
+@require_GET
+@with_tenant
+def chat_page(request, tenant, chat_id: int):
+    return _page(request, tenant, _owned_chat(tenant, request, chat_id))
+
+
+@require_POST
+@with_tenant
+def chat_rename(request, tenant, chat_id: int):
+    chat = _owned_chat(tenant, request, chat_id)
+    form = RenameForm(request.POST)
+    if form.is_valid():
+        try:
+            chat_update(chat=chat, title=form.cleaned_data["title"])
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+    else:
+        messages.error(request, "A title can be at most 200 characters.")
+    return redirect("chat", chat_id=chat.pk)
+
+
+@require_POST
+@with_tenant
+def chat_remove(request, tenant, chat_id: int):
+    chat = _owned_chat(tenant, request, chat_id)
+    try:
+        chat_delete(chat=chat)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("chat", chat_id=chat.pk)
+    messages.success(request, f"Deleted “{chat}”.")
+    return redirect("home")
 
 
 def healthz(request):
@@ -18,10 +107,13 @@ def healthz(request):
 def handler404(request, exception=None):
     if request.path.startswith(("/api/", "/v1/")):
         return json_handler404(request, exception)
-    return HttpResponse("Not found", status=404, content_type="text/plain")
+    return render(request, "web/error.html", {"title": "Not found",
+                                              "message": "There is nothing here, or it is not yours to see."},
+                  status=404)
 
 
 def handler500(request):
     if request.path.startswith(("/api/", "/v1/")):
         return json_handler500(request)
-    return HttpResponse("Server error", status=500, content_type="text/plain")
+    return HttpResponse("Something went wrong on our side; it has been logged.", status=500,
+                        content_type="text/plain")

@@ -1,0 +1,330 @@
+/* Safe Markdown for chat text: a string in, DOM nodes out.
+ *
+ * Nothing here ever parses HTML. Every piece of source text becomes a Text node
+ * (so `<script>` or `<img onerror>` in a reply or a message is shown as the
+ * characters it is), and only these elements are ever created: p, h1-h6, strong,
+ * em, del, code, pre, ul, ol, li, blockquote, hr, br, a, and the code block's
+ * frame and copy button. Links are made only for http(s) URLs; anything else
+ * stays plain text. Built for streaming: an unclosed code fence renders as a
+ * code block, an unclosed `**` as the characters themselves.
+ */
+(function (ns) {
+  "use strict";
+
+  const FENCE = /^( {0,3})(`{3,}|~{3,})(.*)$/;
+  const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
+  const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
+  const QUOTE = /^ {0,3}> ?(.*)$/;
+  const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:[ \t]+(.*))?$/;
+  const ESCAPABLE = /[\\`*_{}[\]()#+\-.!~|<>"']/;
+  const MAX_DEPTH = 12;
+
+  function el(tag, className) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    return node;
+  }
+
+  function indentOf(line) {
+    return line.length - line.replace(/^ +/, "").length;
+  }
+
+  function startsBlock(line) {
+    return FENCE.test(line) && !isBacktickInfoInvalid(line) || HEADING.test(line) || RULE.test(line) ||
+      QUOTE.test(line) || ITEM.test(line);
+  }
+
+  function isBacktickInfoInvalid(line) {
+    const m = FENCE.exec(line);
+    return m && m[2][0] === "`" && m[3].includes("`");
+  }
+
+  /* ---- blocks ---------------------------------------------------------- */
+
+  function blocks(lines, parent, depth) {
+    let i = 0;
+    while (i < lines.length) {
+      const line = lines[i];
+      let m;
+      if (!line.trim()) { i++; continue; }
+      if ((m = FENCE.exec(line)) && !isBacktickInfoInvalid(line)) { i = fence(lines, i, m, parent); continue; }
+      if ((m = HEADING.exec(line))) {
+        const h = el("h" + m[1].length);
+        inline(m[2] || "", h, depth);
+        parent.append(h);
+        i++;
+        continue;
+      }
+      if (RULE.test(line)) { parent.append(el("hr")); i++; continue; }
+      if (QUOTE.test(line) && depth < MAX_DEPTH) {
+        const inner = [];
+        while (i < lines.length && (m = QUOTE.exec(lines[i]))) { inner.push(m[1]); i++; }
+        const quote = el("blockquote");
+        blocks(inner, quote, depth + 1);
+        parent.append(quote);
+        continue;
+      }
+      if (ITEM.test(line) && depth < MAX_DEPTH) { i = list(lines, i, parent, depth); continue; }
+      const para = [];
+      while (i < lines.length && lines[i].trim() && (para.length === 0 || !startsBlock(lines[i]))) {
+        para.push(lines[i].trim());
+        i++;
+      }
+      const p = el("p");
+      inline(para.join("\n"), p, depth);
+      parent.append(p);
+    }
+  }
+
+  function fence(lines, start, m, parent) {
+    const indent = m[1].length, marker = m[2];
+    const lang = m[3].trim().split(/\s+/)[0] || "";
+    const close = new RegExp("^ {0,3}" + (marker[0] === "`" ? "`" : "~") + "{" + marker.length + ",}[ \\t]*$");
+    const body = [];
+    let i = start + 1;
+    while (i < lines.length && !close.test(lines[i])) {
+      body.push(lines[i].slice(Math.min(indent, indentOf(lines[i]))));
+      i++;
+    }
+    parent.append(codeBlock(body.join("\n"), lang));
+    return i < lines.length ? i + 1 : i;
+  }
+
+  function codeBlock(text, lang) {
+    const frame = el("div", "code-block");
+    const head = el("div", "code-head");
+    const label = el("span", "code-lang");
+    label.textContent = lang || "code";
+    const copy = el("button", "code-copy");
+    copy.type = "button";
+    copy.dataset.copy = "code";
+    copy.setAttribute("aria-label", lang ? "Copy " + lang + " code" : "Copy code");
+    copy.textContent = "Copy";
+    head.append(label, copy);
+    const pre = el("pre");
+    const code = el("code");
+    if (lang) code.dataset.lang = lang;
+    code.textContent = text;
+    pre.append(code);
+    frame.append(head, pre);
+    return frame;
+  }
+
+  function list(lines, start, parent, depth) {
+    const first = ITEM.exec(lines[start]);
+    const base = first[1].length;
+    const ordered = /\d/.test(first[2]);
+    const listEl = el(ordered ? "ol" : "ul");
+    if (ordered && parseInt(first[2], 10) !== 1) listEl.start = parseInt(first[2], 10);
+    let i = start;
+    while (i < lines.length) {
+      const m = ITEM.exec(lines[i]);
+      if (!m || m[1].length > base + 1 || m[1].length < base || /\d/.test(m[2]) !== ordered) break;
+      const body = [m[3] || ""];
+      i++;
+      while (i < lines.length) {
+        const line = lines[i];
+        if (!line.trim()) {
+          let j = i;
+          while (j < lines.length && !lines[j].trim()) j++;
+          if (j < lines.length && indentOf(lines[j]) > base && !sameLevelItem(lines[j], base)) {
+            while (i < j) { body.push(""); i++; }
+            continue;
+          }
+          break;
+        }
+        if (indentOf(line) > base + 1) { body.push(line.slice(Math.min(indentOf(line), base + m[2].length + 1))); i++; continue; }
+        if (startsBlock(line)) break;
+        body.push(line.trim());
+        i++;
+      }
+      const li = el("li");
+      blocks(body, li, depth + 1);
+      unwrapTight(li);
+      listEl.append(li);
+      let j = i;
+      while (j < lines.length && !lines[j].trim()) j++;
+      if (j > i && j < lines.length && sameLevelItem(lines[j], base)) i = j;
+    }
+    parent.append(listEl);
+    return i;
+  }
+
+  function sameLevelItem(line, base) {
+    const m = ITEM.exec(line);
+    return m && m[1].length >= base && m[1].length <= base + 1;
+  }
+
+  function unwrapTight(li) {
+    const only = li.firstChild;
+    if (only && only.nodeName === "P" && (!only.nextSibling || only.nextSibling.nodeName === "UL" ||
+        only.nextSibling.nodeName === "OL")) {
+      li.replaceChild(fragmentOf(only), only);
+    }
+  }
+
+  function fragmentOf(node) {
+    const frag = document.createDocumentFragment();
+    while (node.firstChild) frag.append(node.firstChild);
+    return frag;
+  }
+
+  /* ---- inline ---------------------------------------------------------- */
+
+  const DELIMS = [["**", "strong"], ["__", "strong"], ["~~", "del"], ["*", "em"], ["_", "em"]];
+  const WORD = /[\p{L}\p{N}]/u;
+
+  function inline(text, parent, depth, noLinks) {
+    let buf = "";
+    let i = 0;
+    const flush = () => { if (buf) { parent.append(document.createTextNode(buf)); buf = ""; } };
+    while (i < text.length) {
+      const c = text[i];
+      if (c === "\\" && i + 1 < text.length && ESCAPABLE.test(text[i + 1])) { buf += text[i + 1]; i += 2; continue; }
+      if (c === "\n") { flush(); parent.append(el("br")); i++; continue; }
+      if (c === "`") {
+        const run = /^`+/.exec(text.slice(i))[0];
+        const end = findRun(text, run, i + run.length);
+        if (end < 0) { buf += run; i += run.length; continue; }
+        let body = text.slice(i + run.length, end).replace(/\n/g, " ");
+        if (body.length > 2 && body[0] === " " && body[body.length - 1] === " ") body = body.slice(1, -1);
+        flush();
+        const code = el("code");
+        code.textContent = body;
+        parent.append(code);
+        i = end + run.length;
+        continue;
+      }
+      if ((c === "*" || c === "_" || c === "~") && depth < MAX_DEPTH) {
+        const used = emphasis(text, i, parent, depth, noLinks, flush);
+        if (used) { i = used; continue; }
+      }
+      if (c === "[" && !noLinks) {
+        const used = link(text, i, parent, depth, flush);
+        if (used) { i = used; continue; }
+      }
+      if (c === "h" && !noLinks && (i === 0 || /[\s(]/.test(text[i - 1]))) {
+        const m = /^https?:\/\/[^\s<>"]+/i.exec(text.slice(i));
+        if (m) {
+          const url = m[0].replace(/[.,;:!?'")\]]+$/, "");
+          if (url.length > 8 && safeUrl(url)) {
+            flush();
+            parent.append(anchor(url, document.createTextNode(url)));
+            i += url.length;
+            continue;
+          }
+        }
+      }
+      buf += c;
+      i++;
+    }
+    flush();
+  }
+
+  function findRun(text, run, from) {
+    const re = new RegExp("(^|[^`])" + run + "(?!`)", "g");
+    re.lastIndex = Math.max(0, from - 1);
+    let m;
+    while ((m = re.exec(text))) {
+      const at = m.index + m[1].length;
+      if (at >= from) return at;
+      re.lastIndex = at + 1;
+    }
+    return -1;
+  }
+
+  function emphasis(text, i, parent, depth, noLinks, flush) {
+    for (const [delim, tag] of DELIMS) {
+      if (!text.startsWith(delim, i)) continue;
+      const after = text[i + delim.length];
+      if (!after || /\s/.test(after) || after === delim[0]) continue;
+      if (delim[0] === "_" && i > 0 && WORD.test(text[i - 1])) continue;
+      const end = findCloser(text, delim, i + delim.length);
+      if (end < 0) continue;
+      flush();
+      const node = el(tag);
+      inline(text.slice(i + delim.length, end), node, depth + 1, noLinks);
+      parent.append(node);
+      return end + delim.length;
+    }
+    return 0;
+  }
+
+  /* The closing run for `delim`: a run of exactly its length (or a `***` that
+   * closes both an inner and an outer one) not preceded by a space. */
+  function findCloser(text, delim, from) {
+    const ch = delim[0], size = delim.length;
+    let j = from;
+    while (j < text.length) {
+      const c = text[j];
+      if (c === "\\") { j += 2; continue; }
+      if (c === "`") {
+        const run = /^`+/.exec(text.slice(j))[0];
+        const end = findRun(text, run, j + run.length);
+        j = end < 0 ? j + run.length : end + run.length;
+        continue;
+      }
+      if (c === ch) {
+        let run = 1;
+        while (text[j + run] === ch) run++;
+        const next = text[j + run];
+        const closable = !/\s/.test(text[j - 1]) && !(ch === "_" && next && WORD.test(next));
+        if (closable && run === size) return j;
+        if (closable && run === 3 && size < 3) return j + 3 - size;
+        j += run;
+        continue;
+      }
+      j++;
+    }
+    return -1;
+  }
+
+  function link(text, i, parent, depth, flush) {
+    const close = text.indexOf("](", i + 1);
+    if (close < 0 || /[\n[\]]/.test(text.slice(i + 1, close))) return 0;
+    const end = text.indexOf(")", close + 2);
+    if (end < 0) return 0;
+    const target = text.slice(close + 2, end).trim().split(/\s+/)[0] || "";
+    if (!safeUrl(target)) return 0;
+    flush();
+    const a = anchor(target, null);
+    inline(text.slice(i + 1, close), a, depth + 1, true);
+    parent.append(a);
+    return end + 1;
+  }
+
+  function safeUrl(value) {
+    if (!/^https?:\/\//i.test(value)) return false;
+    try {
+      const url = new URL(value);
+      return url.protocol === "http:" || url.protocol === "https:";
+    } catch (e) {
+      return false;
+    }
+  }
+
+  function anchor(href, child) {
+    const a = el("a");
+    a.href = href;
+    a.target = "_blank";
+    a.rel = "noopener noreferrer nofollow";
+    if (child) a.append(child);
+    return a;
+  }
+
+  /* ---- entry points ---------------------------------------------------- */
+
+  function render(text) {
+    const frag = document.createDocumentFragment();
+    const lines = String(text).replace(/\r\n?/g, "\n").split("\n")
+      .map((line) => line.replace(/^\t+/, (tabs) => "    ".repeat(tabs.length)));
+    blocks(lines, frag, 0);
+    return frag;
+  }
+
+  function renderInto(target, text) {
+    target.replaceChildren(render(text));
+  }
+
+  ns.markdown = { render, renderInto, safeUrl };
+})(window.ChatUI = window.ChatUI || {});
