@@ -55,24 +55,53 @@ class ChatSerializer(serializers.ModelSerializer):
         fields = ["id", "title", "model", "created_at", "updated_at"]
 
 
+class ChatPage(serializers.Serializer):
+    count = serializers.IntegerField(help_text="How many chats there are in all.")
+    next = serializers.CharField(allow_null=True, help_text="The URL of the next page, or null on the last page.")
+    previous = serializers.CharField(allow_null=True, help_text="The URL of the previous page, or null.")
+    results = ChatSerializer(many=True)
+
+
+class MessagePage(serializers.Serializer):
+    count = serializers.IntegerField(help_text="How many messages the chat has in all.")
+    next = serializers.CharField(allow_null=True, help_text="The URL of the next page, or null on the last page.")
+    previous = serializers.CharField(allow_null=True, help_text="The URL of the previous page, or null.")
+    results = MessageSerializer(many=True)
+
+
+MODEL_HELP = "A model name (`id`) from GET /api/models/."
+
+
 class ChatCreateRequest(serializers.Serializer):
-    model = serializers.CharField(help_text="A model name from GET /api/models/.")
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    model = serializers.CharField(help_text=MODEL_HELP)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                  help_text="Optional; the first message names the chat when left empty.")
 
 
 class ChatUpdateRequest(serializers.Serializer):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    model = serializers.CharField(required=False)
+    model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
 
 
 class MessageCreateRequest(serializers.Serializer):
-    content = serializers.CharField(help_text="The user's message (1 to 32000 characters, no NUL bytes).")
-    max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="At most the model's max_output_tokens.")
-    temperature = serializers.FloatField(required=False, min_value=0, max_value=2)
-    top_p = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="Greater than 0.")
-    stop = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=4)
-    seed = serializers.IntegerField(required=False, min_value=0)
-    priority = serializers.ChoiceField(choices=["interactive", "batch"], required=False)
+    content = serializers.CharField(min_length=1, max_length=32000,
+                                    help_text="The user's message: 1 to 32000 characters, not blank, no NUL bytes.")
+    model = serializers.CharField(required=False, help_text=MODEL_HELP + " Answers this one message with that "
+                                  "model; the chat keeps its own model (PATCH the chat to switch it for good).")
+    max_tokens = serializers.IntegerField(required=False, min_value=1,
+                                          help_text="Reply length cap, at most the model's max_output_tokens "
+                                                    "(GET /api/models/). Default: the model's default.")
+    temperature = serializers.FloatField(required=False, min_value=0, max_value=2,
+                                         help_text="0 to 2; finite (NaN and Infinity are refused).")
+    top_p = serializers.FloatField(required=False, min_value=0, max_value=1,
+                                   help_text="Greater than 0 and at most 1.")
+    stop = serializers.ListField(child=serializers.CharField(min_length=1, max_length=64), required=False,
+                                 max_length=4, help_text="Up to 4 strings that end the reply (a single string "
+                                                         "is accepted too).")
+    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1,
+                                    help_text="Same seed, same prompt and sampling: the same reply.")
+    priority = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
+                                       help_text="Scheduling tier; batch runs yield to interactive ones.")
     ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
 
 
@@ -92,9 +121,10 @@ class ModelSerializer(serializers.Serializer):
 
 
 class ErrorDetail(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    field = serializers.CharField(required=False)
+    code = serializers.CharField(help_text="A stable machine-readable name, e.g. invalid_request, not_found, "
+                                           "model_not_found, context_length_exceeded, rate_limited.")
+    message = serializers.CharField(help_text="What went wrong and what to do about it, for a person.")
+    field = serializers.CharField(required=False, help_text="The request field (or header) at fault, if one is.")
 
 
 class ErrorResponse(serializers.Serializer):

@@ -1,35 +1,32 @@
 """Chats and their messages."""
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatsite.api import serializers as s
 from chatsite.api.mixins import TenantScoped
+from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
+from chatsite.api.pagination import PAGE_PARAMETERS, paginate
 from chatsite.chats.selectors import chat_get, chats_for, messages_for
 from chatsite.chats.services import chat_create, chat_delete, chat_update
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_submit
 
-ERRORS = {400: s.ErrorResponse, 401: s.ErrorResponse, 404: s.ErrorResponse}
-
-
-class Pagination(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 200
+TAGS = ["chats"]
 
 
 class ChatListView(TenantScoped, APIView):
-    @extend_schema(summary="List your chats, newest first", responses={200: s.ChatSerializer(many=True), **ERRORS},
-                   parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)])
+    @extend_schema(operation_id="chats_list", summary="List your chats, newest first", tags=TAGS, parameters=PAGE_PARAMETERS,
+                   responses={200: s.ChatPage, **errors(400, 401, 404)})
     def get(self, request):
-        pager = Pagination()
-        page = pager.paginate_queryset(chats_for(tenant=self.tenant, user=request.user), request, view=self)
-        return pager.get_paginated_response(s.ChatSerializer(page, many=True).data)
+        chats = chats_for(tenant=self.tenant, user=request.user)
+        return Response(paginate(request, chats, lambda rows: s.ChatSerializer(rows, many=True).data))
 
-    @extend_schema(summary="Start a chat with a model", request=s.ChatCreateRequest,
-                   responses={201: s.ChatSerializer, **ERRORS})
+    @extend_schema(operation_id="chats_create", summary="Start a chat with a model", tags=TAGS, request=s.ChatCreateRequest,
+                   examples=[OpenApiExample("New chat", value={"model": "flagship", "title": "Loops"},
+                                            request_only=True)],
+                   responses={201: s.ChatSerializer, **errors(*WRITE_ERRORS)})
     def post(self, request):
         data = self.body()
         chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"))
@@ -37,50 +34,58 @@ class ChatListView(TenantScoped, APIView):
 
 
 class ChatDetailView(TenantScoped, APIView):
-    @extend_schema(summary="One chat", responses={200: s.ChatSerializer, **ERRORS})
+    @extend_schema(operation_id="chats_retrieve", summary="One chat", tags=TAGS, responses={200: s.ChatSerializer, **errors(*READ_ERRORS)})
     def get(self, request, chat_id: int):
         return Response(s.ChatSerializer(chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)).data)
 
-    @extend_schema(summary="Rename a chat or switch its model", request=s.ChatUpdateRequest,
-                   responses={200: s.ChatSerializer, **ERRORS})
+    @extend_schema(operation_id="chats_update", summary="Rename a chat or switch its model", tags=TAGS, request=s.ChatUpdateRequest,
+                   responses={200: s.ChatSerializer, **errors(*WRITE_ERRORS)})
     def patch(self, request, chat_id: int):
         data = self.body()
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
         chat = chat_update(chat=chat, title=data.get("title"), model=data.get("model"))
         return Response(s.ChatSerializer(chat).data)
 
-    @extend_schema(summary="Delete a chat and its messages", responses={204: None, 409: s.ErrorResponse, **ERRORS})
+    @extend_schema(operation_id="chats_delete", summary="Delete a chat and its messages", tags=TAGS,
+                   description="Refused with 409 while a reply is being generated: cancel the run first.",
+                   responses={204: None, **errors(409, *READ_ERRORS)})
     def delete(self, request, chat_id: int):
         chat_delete(chat=chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MessageListView(TenantScoped, APIView):
-    @extend_schema(summary="A chat's messages, oldest first", responses={200: s.MessageSerializer(many=True), **ERRORS},
-                   parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)])
+    @extend_schema(operation_id="messages_list", summary="A chat's messages, oldest first", tags=TAGS, parameters=PAGE_PARAMETERS,
+                   responses={200: s.MessagePage, **errors(400, *READ_ERRORS)})
     def get(self, request, chat_id: int):
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
-        pager = Pagination()
-        page = pager.paginate_queryset(messages_for(chat=chat), request, view=self)
-        return pager.get_paginated_response(s.MessageSerializer(page, many=True).data)
+        return Response(paginate(request, messages_for(chat=chat),
+                                 lambda rows: s.MessageSerializer(rows, many=True).data))
 
     @extend_schema(
-        summary="Send a message; the reply is generated by a run",
-        description="Returns 202 at once. Read the reply from `run.events_url` (Server-Sent Events). "
-                    "Send an `Idempotency-Key` header to make retries safe.",
+        operation_id="messages_create", summary="Send a message; the reply is generated by a run", tags=TAGS,
+        description="Returns 202 at once with the user's message, the (empty) assistant message and the run. "
+                    "Read the reply from `run.events_url` (Server-Sent Events), or poll `GET /api/runs/{id}/`. "
+                    "`model` answers this one message with another model; the chat keeps its own. "
+                    "Send an `Idempotency-Key` header to make retries safe: a repeat returns the first run "
+                    "(202) instead of creating another. One reply at a time per chat (409 otherwise). "
+                    "A refused message writes nothing.",
         request=s.MessageCreateRequest,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses={202: s.MessagePostedResponse, 409: s.ErrorResponse, 429: s.ErrorResponse,
-                   503: s.ErrorResponse, **ERRORS},
+        examples=[OpenApiExample("A question", request_only=True, value={
+            "content": "What does a for loop do?", "max_tokens": 16, "temperature": 0.7, "seed": 1})],
+        parameters=[OpenApiParameter("Idempotency-Key", {"type": "string", "maxLength": 200},
+                                     OpenApiParameter.HEADER,
+                                     description="Any unique string per logical request, e.g. a UUID.")],
+        responses={202: s.MessagePostedResponse, **errors(*WRITE_ERRORS, 409, 429, 503)},
     )
     def post(self, request, chat_id: int):
         data = self.body()
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
         run = run_submit(
-            chat=chat, content=data.get("content"), max_tokens=data.get("max_tokens"),
+            chat=chat, content=data.get("content"), model=data.get("model"), max_tokens=data.get("max_tokens"),
             temperature=data.get("temperature"), top_p=data.get("top_p"), stop=data.get("stop"),
-            seed=data.get("seed"), ignore_eos=data.get("ignore_eos"), tier=data.get("priority", "interactive"), source=GenerationRun.Source.API,
-            idempotency_key=request.headers.get("Idempotency-Key", ""),
+            seed=data.get("seed"), ignore_eos=data.get("ignore_eos"), tier=data.get("priority", "interactive"),
+            source=GenerationRun.Source.API, idempotency_key=request.headers.get("Idempotency-Key", ""),
         )
         body = {"run": s.RunSerializer(run).data, "user_message": s.MessageSerializer(run.user_message).data,
                 "assistant_message": s.MessageSerializer(run.assistant_message).data}

@@ -14,3 +14,16 @@ def tenant_for_request(user, auth) -> Tenant:
     if membership is None:
         raise NotFound("your account does not belong to any tenant; ask an administrator to add you")
     return membership.tenant
+
+
+def api_keys_for(*, tenant: Tenant, user):
+    """The user's own keys in this tenant, newest first (live and revoked)."""
+    return ApiKey.objects.filter(tenant=tenant, user=user).order_by("-created_at", "-id")
+
+
+def api_key_get(*, tenant: Tenant, user, key_id) -> ApiKey:
+    """One of the user's own keys in this tenant, or NotFound (404)."""
+    try:
+        return api_keys_for(tenant=tenant, user=user).get(pk=int(key_id))
+    except (ApiKey.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound("no such API key") from None

@@ -1,5 +1,6 @@
 """Writes for tenants, memberships and API keys."""
 import hashlib
+import re
 import secrets
 
 from django.contrib.auth import get_user_model
@@ -7,9 +8,14 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from chatsite.errors import Conflict
+from chatsite.runs.validation import clean_text
 from chatsite.tenancy.models import ApiKey, Membership, Tenant
 
 KEY_PREFIX = "csk"
+_PREFIX_ID = re.compile(r"[0-9a-f]{12}")
+MAX_KEY_NAME_CHARS = 100
+MAX_LIVE_KEYS_PER_USER = 50
 
 
 def _hash(secret: str) -> str:
@@ -36,9 +42,16 @@ def user_create_in_tenant(*, tenant: Tenant, username: str, password: str, **ext
 
 
 def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
-    """Create a key; returns the row and the full secret, which is never stored or shown again."""
+    """Create a key; returns the row and the full secret, which is never stored or shown again.
+
+    Raises InvalidInput for a blank or overlong name, Conflict when the user already
+    holds MAX_LIVE_KEYS_PER_USER live keys in the tenant; ValueError (a caller's bug)
+    when the user is not a member of the tenant."""
     if not Membership.objects.filter(user=user, tenant=tenant).exists():
         raise ValueError(f"{user} is not a member of {tenant}")
+    name = " ".join(clean_text(name, field="name", max_chars=MAX_KEY_NAME_CHARS).split())
+    if ApiKey.objects.filter(user=user, tenant=tenant, revoked_at__isnull=True).count() >= MAX_LIVE_KEYS_PER_USER:
+        raise Conflict(f"you already have {MAX_LIVE_KEYS_PER_USER} live keys; revoke one you no longer use first")
     prefix = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     key = ApiKey.objects.create(user=user, tenant=tenant, name=name, prefix=prefix, secret_hash=_hash(secret))
@@ -46,6 +59,7 @@ def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
 
 
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    """Revoke a key (idempotent): it stops authenticating at once; the row stays, listed as revoked."""
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
@@ -55,7 +69,7 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
 def api_key_authenticate(raw: str) -> ApiKey | None:
     """The live key for a presented secret, or None; records when it was last used."""
     parts = raw.split("_", 2)
-    if len(parts) != 3 or parts[0] != KEY_PREFIX:
+    if len(parts) != 3 or parts[0] != KEY_PREFIX or not _PREFIX_ID.fullmatch(parts[1]):
         return None
     key = ApiKey.objects.select_related("user", "tenant").filter(prefix=parts[1], revoked_at__isnull=True).first()
     if key is None or not secrets.compare_digest(key.secret_hash, _hash(parts[2])):

@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from chatsite.errors import ServiceError
 from chatsite.tenancy.models import Membership
 from chatsite.tenancy.services import api_key_create
 
@@ -23,5 +24,8 @@ class Command(BaseCommand):
         membership = memberships.first()
         if membership is None:
             raise CommandError(f"{user!r} is not a member of {'tenant ' + tenant if tenant else 'any tenant'}")
-        _, secret = api_key_create(user=account, tenant=membership.tenant, name=name)
+        try:
+            _, secret = api_key_create(user=account, tenant=membership.tenant, name=name)
+        except ServiceError as exc:
+            raise CommandError(exc.message) from None
         self.stdout.write(secret)

@@ -1,0 +1,67 @@
+"""Documentation-only view of GET /api/runs/{id}/events.
+
+The endpoint is the Channels consumer chatsite.runs.consumers.RunEventsConsumer,
+routed in chatsite/asgi.py before Django; this view only carries its OpenAPI
+description (added by chatsite.api.openapi.add_documented_endpoints) and is never
+routed."""
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.views import APIView
+
+from chatsite.api.openapi import errors
+
+EVENTS_DESCRIPTION = """
+The reply of a run as [Server-Sent Events](https://html.spec.whatwg.org/multipage/server-sent-events.html)
+(`Content-Type: text/event-stream`). Replays from the start (or from `Last-Event-ID`), follows the
+run live, and closes after the terminal event. Reading never starts, repeats or cancels a generation;
+several readers may follow one run at once.
+
+| event | data (JSON) | |
+|---|---|---|
+| `token` | `{"seq": 0, "n": 1, "text": "The"}` | `n` tokens starting at token index `seq`; append `text` |
+| `done` | `{"finish_reason": "stop", "usage": {"prompt_tokens": 12, "completion_tokens": 40}}` | last event. `finish_reason`: `stop`, `length`, `budget` or `cancelled` |
+| `error` | `{"code": "engine_error", "message": "..."}` | last event: the run failed; the text so far is kept |
+| `snapshot` | `{"text": "...", "n": 40}` | the whole saved reply of a finished run whose stream expired (replaces what was shown); then `done` or `error` |
+
+Every `token`, `done` and `error` event carries `id:` (the stream entry id, like `1700000000000-0`).
+To resume after a dropped connection, send it back as the `Last-Event-ID` header (browsers' EventSource
+do this themselves) or as `?last_event_id=`: the stream continues after it, with nothing lost or
+repeated. A `retry: 1000` line comes first; a `: keep-alive` comment line every ~15 s while the model is quiet.
+
+Errors are JSON in the API's one error shape: 400 `invalid_last_event_id` for a malformed
+`Last-Event-ID`; 401 without valid credentials; 404 for a run that is not yours (or another tenant's);
+405 for any method but GET.
+"""
+
+STREAM_EXAMPLE = (
+    "retry: 1000\n\n"
+    "id: 1700000000000-0\nevent: token\ndata: {\"seq\": 0, \"n\": 1, \"text\": \"The\"}\n\n"
+    "id: 1700000000012-0\nevent: token\ndata: {\"seq\": 1, \"n\": 1, \"text\": \" loop\"}\n\n"
+    "id: 1700000000030-0\nevent: done\n"
+    "data: {\"finish_reason\": \"stop\", \"usage\": {\"prompt_tokens\": 12, \"completion_tokens\": 2}}\n\n"
+)
+
+
+class RunEventsDocs(APIView):
+    @extend_schema(
+        operation_id="runs_events",
+        summary="Stream a run's reply (Server-Sent Events)",
+        description=EVENTS_DESCRIPTION,
+        tags=["runs"],
+        parameters=[
+            OpenApiParameter("run_id", int, OpenApiParameter.PATH),
+            OpenApiParameter("Last-Event-ID", {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$"},
+                             OpenApiParameter.HEADER, description="Resume after this event id."),
+            OpenApiParameter("last_event_id", {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$"},
+                             description="The same as the Last-Event-ID header, for clients that cannot "
+                                         "set headers; the header wins when both are sent."),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description="The event stream (see the table above).",
+                examples=[OpenApiExample("A short reply", value=STREAM_EXAMPLE, media_type="text/event-stream")]),
+            **errors(400, 401, 404, 405),
+        },
+    )
+    def get(self, request, run_id: int):  # pragma: no cover - never routed
+        raise NotImplementedError("served by chatsite.runs.consumers.RunEventsConsumer")
