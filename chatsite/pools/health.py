@@ -4,7 +4,7 @@ import time
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 
-STALE_SECONDS = 5.0
+STALE_SECONDS = 3.0  # workers beat every second; three missed beats and a worker is gone
 
 
 def live_workers() -> dict[str, dict]:

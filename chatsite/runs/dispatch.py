@@ -8,13 +8,14 @@ from chatsite.runs.routing import queue_for
 log = logging.getLogger(__name__)
 
 
-def run_dispatch(run: GenerationRun) -> None:
+def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
     """Send the generation task. Called after commit, so a worker never sees a run
     that is not in Postgres. If the broker is down the run stays queued and the
-    beat sweep dispatches it again."""
+    beat sweep dispatches it again. `affinity=False` skips the pinned worker (the
+    sweep re-dispatching a run whose worker died)."""
     from chatsite.celery import app
 
-    queue = queue_for(run)
+    queue = queue_for(run) if affinity else queues.pool_queue(run.pool.name, run.tier)
     try:
         app.send_task(queues.GENERATE_TASK, args=[run.pk], queue=queue)
     except Exception:

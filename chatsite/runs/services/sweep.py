@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 QUEUED_GRACE = timedelta(minutes=5)  # a queued run may legitimately wait this long
 PINNED_GRACE = timedelta(seconds=15)  # ...unless it waits in the queue of a worker that is gone
-REDISPATCH_GUARD_SECONDS = 60
+REDISPATCH_GUARD_SECONDS = 15
 
 
 def runs_sweep() -> dict:
@@ -43,7 +43,7 @@ def runs_sweep() -> dict:
         # One re-dispatch per guard window, however often the sweep runs.
         if r.set(redis_keys.run_redispatch_guard(run.pk), "1", nx=True, ex=REDISPATCH_GUARD_SECONDS):
             log.warning("run %s (%s) has no live attempt; dispatching it again", run.pk, run.status)
-            run_dispatch(run)
+            run_dispatch(run, affinity=False)  # its pinned worker is the one that died
             counts["redispatched"] += 1
     return counts
 

@@ -1,0 +1,85 @@
+"""A stack of its own for fault injection: its own Redis server (with AOF, so a
+restart keeps the streams, as a production Redis for streams would), two web
+processes, two workers of the pool "faults", and beat sweeping every second."""
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+
+from tests import stack
+from tests.factories import PoolFactory
+
+POOL = "faults"
+
+
+class RedisServer:
+    def __init__(self):
+        self.port = stack.free_port()
+        self.dir = tempfile.mkdtemp(prefix="faults-redis-")
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise TimeoutError("redis-server did not start")
+
+    def stop(self, sig="term"):
+        if self.proc.poll() is None:
+            self.proc.terminate() if sig == "term" else self.proc.kill()
+            self.proc.wait(10)
+
+    def pause(self, seconds: float):
+        """Unreachable for a while: the process is stopped, connections hang."""
+        import os
+        import signal
+
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        time.sleep(seconds)
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+
+@pytest.fixture(scope="module")
+def fault_redis():
+    server = RedisServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def fault_env(stack_env, fault_redis, django_db_blocker):
+    with django_db_blocker.unblock():
+        PoolFactory(name=POOL)
+    return {**stack_env, "REDIS_URL": fault_redis.url, "CELERY_BROKER_URL": fault_redis.url,
+            "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01", "CHATSITE_DRAIN_SECONDS": "1"}
+
+
+@pytest.fixture(scope="module")
+def fault_stack(fault_env):
+    procs, webs = [], []
+    for _ in range(2):
+        proc, url = stack.start_web(fault_env)
+        procs.append(proc)
+        webs.append(url)
+    workers = {name: stack.start_worker(fault_env, pool=POOL, name=name) for name in ("fa", "fb")}
+    beat = stack.start_beat(fault_env, sweep_seconds=1.0)
+    state = {"webs": webs, "web_procs": procs, "workers": workers, "env": fault_env}
+    yield state
+    for proc in [*procs, *state["workers"].values(), beat]:
+        proc.stop()
+
+
+@pytest.fixture
+def fault_redis_client(fault_redis):
+    return redis.Redis.from_url(fault_redis.url, decode_responses=True)

@@ -1,0 +1,43 @@
+"""Checks every fault test makes: one terminal state, byte-identical text everywhere."""
+import time
+
+from chatsite import redis_keys
+from chatsite.runs import events
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.stream_reader import rebuild
+
+TERMINAL_WITHIN = 60.0
+
+
+def stream_entries(client, run_id):
+    return [events.decode(i, f) for i, f in client.xrange(redis_keys.run_stream(run_id))]
+
+
+def wait_terminal(run_id, timeout=TERMINAL_WITHIN) -> GenerationRun:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        run = GenerationRun.objects.select_related("assistant_message").get(pk=run_id)
+        if run.is_terminal:
+            return run
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} has no terminal state after {timeout} s")
+
+
+def assert_nothing_lost(client, run_id, *client_texts) -> GenerationRun:
+    """Exactly one terminal state, exactly one terminal entry, contiguous seq, and the
+    saved text == the text rebuilt from the stream == every client's text."""
+    run = wait_terminal(run_id)
+    entries = stream_entries(client, run_id)
+    assert sum(e.is_terminal for e in entries) == 1 and entries[-1].is_terminal
+    tokens = [e for e in entries if e.type == events.TOKEN]
+    expected = 0
+    for e in tokens:  # contiguous; a repeated entry (a retried write) may only repeat what is there
+        assert e.seq <= expected, f"gap before seq {e.seq}"
+        expected = max(expected, e.seq + e.n)
+    rebuilt = rebuild(entries)
+    assert rebuilt.completion_tokens == run.completion_tokens
+    if run.status == GenerationRun.Status.COMPLETED:
+        assert run.assistant_message.content == rebuilt.text
+        for text in client_texts:
+            assert text.encode() == rebuilt.text.encode()
+    return run
