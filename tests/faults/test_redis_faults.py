@@ -1,0 +1,57 @@
+"""Redis restarts or stops answering mid-run: writers and readers reconnect, nothing is lost or hangs."""
+import time
+
+import httpx
+import pytest
+
+from tests.factories import ChatFactory, PoolFactory
+from tests.faults.client import follow_in_thread
+from tests.faults.conftest import POOL
+from tests.faults.helpers import assert_nothing_lost
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def chat(tenant, user):
+    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL))
+
+
+def start_run(fault_stack, auth, chat, tokens=300):
+    base = fault_stack["webs"][0]
+    resp = httpx.post(f"{base}/api/chats/{chat.pk}/messages/", headers=auth,
+                      json={"content": "Tell me about loops.", "max_tokens": tokens, "ignore_eos": True}, timeout=30)
+    assert resp.status_code == 202, resp.text
+    run = resp.json()["run"]
+    thread, box = follow_in_thread(run["events_url"], auth, base_urls=fault_stack["webs"], watchdog=60)
+    return run, thread, box
+
+
+def wait_entries(client, run_id, n, timeout=20):
+    end = time.monotonic() + timeout
+    while client.xlen(f"run:{run_id}") < n:
+        assert time.monotonic() < end, "the run did not start"
+        time.sleep(0.01)
+
+
+def test_redis_restarted_mid_run(fault_stack, fault_redis, fault_redis_client, chat, auth):
+    run, thread, box = start_run(fault_stack, auth, chat)
+    wait_entries(fault_redis_client, run["id"], 40)
+    fault_redis.stop("term")  # AOF with fsync always: the streams survive, as in production
+    time.sleep(1.0)
+    fault_redis.start()
+    thread.join(90)
+    assert "error" not in box, box.get("error")
+    saved = assert_nothing_lost(fault_redis_client, run["id"], box["result"].text)
+    assert saved.status == "completed" and saved.completion_tokens == 300
+    assert box["result"].reconnects >= 1  # the reader lost its connection and came back
+
+
+def test_redis_unreachable_for_three_seconds(fault_stack, fault_redis, fault_redis_client, chat, auth):
+    run, thread, box = start_run(fault_stack, auth, chat)
+    wait_entries(fault_redis_client, run["id"], 40)
+    fault_redis.pause(3.0)
+    thread.join(90)
+    assert "error" not in box, box.get("error")
+    saved = assert_nothing_lost(fault_redis_client, run["id"], box["result"].text)
+    assert saved.status == "completed" and saved.completion_tokens == 300
