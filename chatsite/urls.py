@@ -7,6 +7,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics_view),
     path("api/", include("chatsite.api.urls")),
+    path("v1/", include("chatsite.openai_api.urls")),
     path("", include("chatsite.web.urls")),
 ]
 

@@ -40,7 +40,8 @@ def from_service_error(exc: ServiceError) -> JsonResponse:
     """A typed service error in OpenAI's shape. An unknown model is a 404, as on OpenAI."""
     status = 404 if exc.code == "model_not_found" else exc.status
     headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
-    return error_response(status, exc.code, exc.message, _param(exc.field), headers)
+    message = exc.message.replace("GET /api/models/", "GET /v1/models")  # the list this client knows
+    return error_response(status, exc.code, message, _param(exc.field), headers)
 
 
 def _param(field: str | None) -> str | None:

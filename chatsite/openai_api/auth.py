@@ -1,0 +1,44 @@
+"""`Authorization: Bearer KEY` for the /v1/ views, and their JSON body."""
+from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
+
+from chatsite.api.errors import too_large_message
+from chatsite.api.parsers import BodyError, decode_json
+from chatsite.openai_api.errors import OpenAIError
+from chatsite.tenancy.auth import bearer_token
+from chatsite.tenancy.models import ApiKey
+from chatsite.tenancy.services import api_key_authenticate
+
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="v1"'}
+
+
+async def authenticate(request) -> ApiKey:
+    """The request's live API key, or OpenAIError 401."""
+    token = bearer_token(request.headers.get("Authorization"))
+    if token is None:
+        raise OpenAIError(401, "missing_api_key", "You didn't provide an API key. Send it as "
+                          "'Authorization: Bearer KEY'; create one with POST /api/keys/.", headers=CHALLENGE)
+    key = await sync_to_async(api_key_authenticate)(token)
+    if key is None:
+        raise OpenAIError(401, "invalid_api_key", "The API key is invalid or has been revoked; check it, "
+                          "or create a new one with POST /api/keys/.", headers=CHALLENGE)
+    return key
+
+
+def require_method(request, *methods: str) -> None:
+    if request.method not in methods:
+        raise OpenAIError(405, "method_not_allowed", f"{request.method} is not allowed here; use "
+                          f"{' or '.join(methods)}", headers={"Allow": ", ".join(methods)})
+
+
+def json_body(request):
+    """The decoded JSON body, or OpenAIError 400 / 413 / 415 saying what is wrong with it."""
+    if request.content_type not in ("application/json", "", None):
+        raise OpenAIError(415, "unsupported_media_type", "send the body as JSON, with the header "
+                          "'Content-Type: application/json'")
+    try:
+        return decode_json(request.body)
+    except RequestDataTooBig:
+        raise OpenAIError(413, "request_too_large", too_large_message()) from None
+    except BodyError as exc:
+        raise OpenAIError(400, "invalid_json", str(exc)) from None

@@ -1,0 +1,112 @@
+"""The body of POST /v1/chat/completions, checked and reduced to what a run needs.
+
+Sampling values themselves (ranges, NaN, the model's limits) are checked by
+chatsite.runs.validation at admission, like every other run; this module checks
+the OpenAI-specific shape and refuses, by name, the features this server does not
+implement rather than silently ignoring them. Unknown extra fields are ignored,
+as SDKs send some (user, metadata, store)."""
+from dataclasses import dataclass
+
+from chatsite.errors import InvalidInput
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+# Parameters that would change the reply's meaning: refused unless they ask for the default.
+UNSUPPORTED = {
+    "tools": (None, []), "tool_choice": (None, "none", "auto"), "functions": (None, []),
+    "function_call": (None, "none", "auto"), "logprobs": (None, False), "top_logprobs": (None, 0),
+    "logit_bias": (None, {}), "presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0),
+    "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
+}
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    model: str
+    history: list[dict]  # earlier messages, {role, content}, oldest first
+    content: str  # the last message: the user's
+    stream: bool
+    include_usage: bool
+    sampling: dict  # max_tokens, temperature, top_p, stop, seed, ignore_eos (None = the model's default)
+
+
+def _text(content, i: int) -> str:
+    """A message's text: a string, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise InvalidInput(f"messages[{i}].content: only text parts ({{\"type\": \"text\", \"text\": "
+                                   "...}) are supported", field=f"messages[{i}].content")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise InvalidInput(f"messages[{i}].content must be a string or a list of text parts",
+                       field=f"messages[{i}].content")
+
+
+def _messages(value) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        raise InvalidInput("messages must be a non-empty list of {role, content} objects", field="messages")
+    out = []
+    for i, msg in enumerate(value):
+        if not isinstance(msg, dict):
+            raise InvalidInput(f"messages[{i}] must be an object with role and content", field=f"messages[{i}]")
+        role = msg.get("role")
+        if role not in ROLES:
+            raise InvalidInput(f"messages[{i}].role must be one of system, developer, user, assistant "
+                               "(tool messages are not supported)", field=f"messages[{i}].role")
+        if msg.get("tool_calls") or msg.get("function_call"):
+            raise InvalidInput(f"messages[{i}]: tool calls are not supported", field=f"messages[{i}]")
+        out.append({"role": ROLES[role], "content": _text(msg.get("content"), i)})
+    if out[-1]["role"] != "user":
+        raise InvalidInput("the last message must be the user's (role 'user'): it is the one the model answers",
+                           field=f"messages[{len(out) - 1}].role")
+    return out
+
+
+def _flag(body: dict, name: str, default: bool = False) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false", field=name)
+    return value
+
+
+def _max_tokens(body: dict):
+    a, b = body.get("max_completion_tokens"), body.get("max_tokens")
+    if a is not None and b is not None and a != b:
+        raise InvalidInput("send max_completion_tokens or max_tokens, not two different values",
+                           field="max_completion_tokens")
+    return a if a is not None else b
+
+
+def parse_completion_request(body) -> CompletionRequest:
+    """The request, or InvalidInput naming the parameter at fault."""
+    if not isinstance(body, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidInput("model is required: a model id from GET /v1/models", field="model")
+    messages = _messages(body.get("messages"))
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or n != 1):
+        raise InvalidInput("n must be 1: this server returns one choice per request; send several requests "
+                           "for several choices", field="n")
+    for name, allowed in UNSUPPORTED.items():
+        if body.get(name) not in allowed:
+            raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
+    fmt = body.get("response_format")
+    if fmt is not None and fmt != {"type": "text"}:
+        raise InvalidInput("response_format: only {\"type\": \"text\"} is supported", field="response_format")
+    stream = _flag(body, "stream")
+    options = body.get("stream_options")
+    if options is not None and (not stream or not isinstance(options, dict)):
+        raise InvalidInput("stream_options is only allowed with \"stream\": true, as an object", field="stream_options")
+    include_usage = _flag(options or {}, "include_usage")
+    sampling = {"max_tokens": _max_tokens(body), "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+                "stop": body.get("stop"), "seed": body.get("seed"), "ignore_eos": body.get("ignore_eos")}
+    return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
+                             include_usage=include_usage, sampling=sampling)

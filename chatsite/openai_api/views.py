@@ -1,0 +1,141 @@
+"""POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model}.
+
+Async views: the database is reached through short thread hops, the model's
+output by XREAD BLOCK on the event loop (chatsite.openai_api.tail), so no thread
+waits for the model. A streaming client that hangs up stops only its own
+reading: the run goes on and is saved (it is not a cancel).
+"""
+import logging
+
+from asgiref.sync import sync_to_async
+from django.http import JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chatsite.errors import ServiceError
+from chatsite.openai_api import wire
+from chatsite.openai_api.auth import authenticate, json_body, require_method
+from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
+from chatsite.openai_api.request import CompletionRequest, parse_completion_request
+from chatsite.openai_api.services import completion_submit
+from chatsite.openai_api.tail import follow
+from chatsite.pools.selectors import pools_for_tenant
+from chatsite.runs import events
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_finalize
+
+log = logging.getLogger(__name__)
+
+# Errors a run can end with that are the request's fault, not the server's.
+CLIENT_RUN_ERRORS = {"context_length_exceeded": 400}
+
+
+def _submit(key, req: CompletionRequest) -> GenerationRun:
+    run = completion_submit(key=key, request=req)
+    return GenerationRun.objects.select_related("pool", "assistant_message").get(pk=run.pk)
+
+
+def _finalized(run_id: int) -> GenerationRun:
+    run_finalize(run_id=run_id)  # idempotent: the worker usually got there first
+    return GenerationRun.objects.select_related("pool", "assistant_message").get(pk=run_id)
+
+
+def _run_error(run_id: int, entry: events.Entry) -> tuple[int, dict]:
+    status = CLIENT_RUN_ERRORS.get(entry.code, 500)
+    message = f"{entry.message or entry.code} (run {run_id})"
+    return status, openai_error_body(status, entry.code, message)
+
+
+def _service_error(exc: ServiceError, req: CompletionRequest | None):
+    if req is not None and exc.field == "content":  # run_submit names the last message's text "content"
+        exc.field = f"messages[{len(req.history)}].content"
+    return from_service_error(exc)
+
+
+@csrf_exempt
+async def chat_completions(request):
+    req = None
+    try:
+        require_method(request, "POST")
+        key = await authenticate(request)
+        req = parse_completion_request(json_body(request))
+        run = await sync_to_async(_submit)(key, req)
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    except ServiceError as exc:
+        return _service_error(exc, req)
+    if req.stream:
+        response = StreamingHttpResponse(_stream(run, req.include_usage), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache, no-transform"
+        response["X-Accel-Buffering"] = "no"
+    else:
+        response = await _wait(run)
+    response["X-Run-Id"] = str(run.pk)
+    return response
+
+
+async def _wait(run: GenerationRun) -> JsonResponse:
+    """Wait for the terminal entry, then answer with the saved reply."""
+    terminal = None
+    async for entry in follow(run.pk):
+        if entry is not None and entry.is_terminal:
+            terminal = entry
+    if terminal.type == events.ERROR:
+        status, body = _run_error(run.pk, terminal)
+        return JsonResponse(body, status=status)
+    saved = await sync_to_async(_finalized)(run.pk)
+    return JsonResponse(wire.completion(saved))
+
+
+async def _stream(run: GenerationRun, include_usage: bool):
+    """chat.completion.chunk events, then `data: [DONE]`."""
+    yield wire.sse_data(wire.chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage))
+    completion_tokens = 0
+    try:
+        async for entry in follow(run.pk):
+            if entry is None:
+                yield wire.SSE_KEEPALIVE
+            elif entry.type == events.TOKEN:
+                completion_tokens += entry.n
+                yield wire.sse_data(wire.chunk(run, delta={"content": entry.text}, include_usage=include_usage))
+            elif entry.type == events.DONE:
+                yield wire.sse_data(wire.chunk(run, delta={}, finish=wire.finish_reason(entry.finish_reason),
+                                               include_usage=include_usage))
+                if include_usage:
+                    prompt_tokens = int(entry.usage.get("prompt_tokens", 0))
+                    yield wire.sse_data(wire.usage_chunk(run, prompt_tokens, completion_tokens))
+            else:
+                yield wire.sse_data(_run_error(run.pk, entry)[1])
+    except Exception:  # Redis gone mid-stream: say so in the stream, then end it
+        log.exception("run %s: streaming to an OpenAI client failed", run.pk)
+        yield wire.sse_data(openai_error_body(500, "stream_failed", f"reading the reply failed; the run goes on "
+                                              f"and is saved: GET /api/runs/{run.pk}/ has it"))
+    yield wire.SSE_DONE
+
+
+def _models(key, name: str | None = None) -> list:
+    pools = list(pools_for_tenant(key.tenant))  # a handful; compared here, so any name is safe to look up
+    return pools if name is None else [p for p in pools if p.name == name]
+
+
+@csrf_exempt
+async def models_list(request):
+    try:
+        require_method(request, "GET")
+        key = await authenticate(request)
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    return JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
+
+
+@csrf_exempt
+async def model_detail(request, model: str):
+    try:
+        require_method(request, "GET")
+        key = await authenticate(request)
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    found = await sync_to_async(_models)(key, model)
+    if not found:
+        return error_response(404, "model_not_found", f"The model '{model[:60]}' does not exist or you do not "
+                              "have access to it; GET /v1/models lists yours.", "model")
+    return JsonResponse(wire.model_object(found[0]))

@@ -1,0 +1,65 @@
+"""OpenAI's wire format: chat.completion, chat.completion.chunk, model and list objects."""
+import json
+
+from chatsite.runs.models import GenerationRun
+
+OWNED_BY = "chatsite"
+# The platform's finish reasons in OpenAI's vocabulary: a budget stop is a length
+# stop; a cancelled run (stopped through the REST API) ended like a stop sequence.
+FINISH_REASONS = {"stop": "stop", "length": "length", "budget": "length", "cancelled": "stop"}
+
+
+def completion_id(run: GenerationRun) -> str:
+    """The id OpenAI clients see; the number is the run's id in the REST API and admin."""
+    return f"chatcmpl-{run.pk}"
+
+
+def finish_reason(reason: str) -> str:
+    return FINISH_REASONS.get(reason, "stop")
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _base(run: GenerationRun, obj: str) -> dict:
+    return {"id": completion_id(run), "object": obj, "created": int(run.queued_at.timestamp()),
+            "model": run.pool.name, "system_fingerprint": None}
+
+
+def completion(run: GenerationRun) -> dict:
+    """A finished run as a chat.completion object."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": run.assistant_message.content,
+                                      "refusal": None},
+              "logprobs": None, "finish_reason": finish_reason(run.finish_reason)}
+    return {**_base(run, "chat.completion"), "choices": [choice],
+            "usage": usage(run.prompt_tokens, run.completion_tokens)}
+
+
+def chunk(run: GenerationRun, *, delta: dict, finish: str | None = None, include_usage: bool = False) -> dict:
+    body = {**_base(run, "chat.completion.chunk"),
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    if include_usage:
+        body["usage"] = None  # as OpenAI does: null on every chunk but the last
+    return body
+
+
+def usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
+    return {**_base(run, "chat.completion.chunk"), "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+
+
+def sse_data(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+SSE_KEEPALIVE = b": keep-alive\n\n"
+
+
+def model_object(pool) -> dict:
+    return {"id": pool.name, "object": "model", "created": int(pool.created_at.timestamp()), "owned_by": OWNED_BY}
+
+
+def model_list(pools) -> dict:
+    return {"object": "list", "data": [model_object(p) for p in pools]}
