@@ -1,0 +1,104 @@
+"""Bad input gets a clear 4xx naming the problem, and nothing is written.
+
+The same cases go to the REST endpoint (POST /api/chats/{id}/messages/) and to
+POST /v1/chat/completions, whose refusals must not leave a chat behind either."""
+import pytest
+
+from tests.api.helpers import assert_error, assert_openai_error, key_client, row_counts
+from tests.factories import PoolFactory
+
+pytestmark = pytest.mark.django_db
+
+# (name, the message's content as raw JSON, more fields as raw JSON, the field at fault).
+# Raw text, so that NaN, Infinity and escapes reach the server exactly as a client sends them.
+CASES = [
+    ("empty content", '""', "", "content"),
+    ("blank content", '"  \\n "', "", "content"),
+    ("oversized content", f'"{"x" * 32001}"', "", "content"),
+    ("NUL in content", '"a\\u0000b"', "", "content"),
+    ("lone surrogate", '"a\\ud800b"', "", "content"),
+    ("content not text", '5', "", "content"),
+    ("prompt cannot fit", f'"{"word " * 1000}"', ', "max_tokens": 512', "content"),
+    ("max_tokens 0", '"hi"', ', "max_tokens": 0', "max_tokens"),
+    ("max_tokens negative", '"hi"', ', "max_tokens": -3', "max_tokens"),
+    ("max_tokens above the pool's", '"hi"', ', "max_tokens": 513', "max_tokens"),
+    ("max_tokens fractional", '"hi"', ', "max_tokens": 1.5', "max_tokens"),
+    ("max_tokens a string", '"hi"', ', "max_tokens": "5"', "max_tokens"),
+    ("max_tokens huge", '"hi"', ', "max_tokens": 1' + "0" * 40, "max_tokens"),
+    ("temperature NaN", '"hi"', ', "temperature": NaN', None),
+    ("temperature Infinity", '"hi"', ', "temperature": -Infinity', None),
+    ("temperature overflow", '"hi"', ', "temperature": 1e999', "temperature"),
+    ("temperature negative", '"hi"', ', "temperature": -0.1', "temperature"),
+    ("temperature absurd", '"hi"', ', "temperature": 1000000', "temperature"),
+    ("temperature a string", '"hi"', ', "temperature": "hot"', "temperature"),
+    ("top_p NaN", '"hi"', ', "top_p": NaN', None),
+    ("top_p zero", '"hi"', ', "top_p": 0', "top_p"),
+    ("top_p above 1", '"hi"', ', "top_p": 1.01', "top_p"),
+    ("top_p negative", '"hi"', ', "top_p": -1', "top_p"),
+    ("too many stops", '"hi"', ', "stop": ["a", "b", "c", "d", "e"]', "stop"),
+    ("empty stop", '"hi"', ', "stop": [""]', "stop"),
+    ("stop not text", '"hi"', ', "stop": [1]', "stop"),
+    ("seed negative", '"hi"', ', "seed": -1', "seed"),
+    ("seed too big", '"hi"', ', "seed": 9223372036854775808', "seed"),
+    ("ignore_eos not a bool", '"hi"', ', "ignore_eos": "yes"', "ignore_eos"),
+    ("unknown model", '"hi"', ', "model": "nope"', "model"),
+    ("disabled model", '"hi"', ', "model": "retired"', "model"),
+    ("model with NUL", '"hi"', ', "model": "a\\u0000"', "model"),
+]
+REST_ONLY = [("unknown priority", '"hi"', ', "priority": "urgent"', "priority")]
+OPENAI_ONLY = [
+    ("n above 1", '"hi"', ', "n": 2', "n"),
+    ("tools", '"hi"', ', "tools": [{"type": "function"}]', "tools"),
+    ("stream_options without stream", '"hi"', ', "stream_options": {"include_usage": true}', "stream_options"),
+    ("two max token values", '"hi"', ', "max_tokens": 5, "max_completion_tokens": 6', "max_completion_tokens"),
+]
+OPENAI_PARAM = {"content": "messages[0].content"}
+
+
+@pytest.fixture
+def retired(db):
+    return PoolFactory(name="retired", enabled=False)
+
+
+@pytest.mark.parametrize("name, content, extra, field", CASES + REST_ONLY, ids=[c[0] for c in CASES + REST_ONLY])
+def test_rest_message_refused(api_key, chat, retired, name, content, extra, field):
+    before = row_counts()
+    resp = key_client(api_key).post(f"/api/chats/{chat.pk}/messages/", '{"content": ' + content + extra + "}",
+                                    content_type="application/json")
+    err = assert_error(resp, 400, field=field)
+    if field is None:  # refused by the JSON decoder itself
+        assert err["code"] == "invalid_json" and "not a valid JSON number" in err["message"]
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("name, content, extra, field", CASES + OPENAI_ONLY, ids=[c[0] for c in CASES + OPENAI_ONLY])
+def test_openai_completion_refused(api_key, pool, retired, name, content, extra, field):
+    before = row_counts()
+    body = ('{"model": "flagship", "messages": [{"role": "system", "content": "Be brief."}, '
+            '{"role": "user", "content": ' + content + "}]" + extra + "}")
+    resp = key_client(api_key).post("/v1/chat/completions", body, content_type="application/json")
+    status = 404 if name in ("unknown model", "model with NUL") else 400
+    param = OPENAI_PARAM.get(field, field).replace("[0]", "[1]") if field else None
+    err = assert_openai_error(resp, status, param=param)
+    assert err["type"] == "invalid_request_error"
+    assert row_counts() == before  # not even the chat that would have held the history
+
+
+def test_prompt_too_long_for_the_context_even_after_dropping_old_turns(api_key, chat):
+    client = key_client(api_key)
+    url = f"/api/chats/{chat.pk}/messages/"
+    long_turn = "lorem ipsum " * 200  # ~800 estimated tokens: two of them do not fit 1024 together
+    run = client.post(url, {"content": long_turn, "max_tokens": 100}, content_type="application/json").json()["run"]
+    from chatsite.runs.models import GenerationRun
+
+    GenerationRun.objects.filter(pk=run["id"]).update(status="completed")
+    resp = client.post(url, {"content": long_turn, "max_tokens": 100}, content_type="application/json")
+    assert resp.status_code == 202  # the old turn is dropped from the prompt
+    assert GenerationRun.objects.get(pk=resp.json()["run"]["id"]).prompt_snapshot == [
+        {"role": "user", "content": long_turn}]
+    GenerationRun.objects.filter(pk=resp.json()["run"]["id"]).update(status="completed")
+    before = row_counts()
+    err = assert_error(client.post(url, {"content": long_turn * 2, "max_tokens": 100},
+                                   content_type="application/json"), 400, "context_length_exceeded", "content")
+    assert "shorten it" in err["message"]
+    assert row_counts() == before
