@@ -12,6 +12,7 @@ from chatsite.runs.stream_reader import read_reply
 from chatsite.runs.streams import write_terminal
 from inference.prompt import PromptTooLong
 from inference.types import GenerationRequest
+from workers.db_retry import with_db_retry
 from workers.runtime import Runtime
 from workers.stream_writer import ActiveRun
 
@@ -22,13 +23,13 @@ TIER_PRIORITY = {GenerationRun.Tier.INTERACTIVE: 0, GenerationRun.Tier.BATCH: 10
 
 def _end(run_id: int, fields: dict) -> None:
     write_terminal(run_id, fields)
-    run_finalize(run_id=run_id)
+    with_db_retry(run_finalize, run_id=run_id)
 
 
 def generate(rt: Runtime, run_id: int) -> str:
     """Generate (or continue) one run. Returns what happened; does nothing for a run
     that is finished or that another live attempt holds (the task is idempotent)."""
-    claim = run_claim(run_id=run_id, worker=rt.worker_name)
+    claim = with_db_retry(run_claim, run_id=run_id, worker=rt.worker_name)
     if claim is None:
         return "skipped"
     run = claim.run
@@ -51,7 +52,7 @@ def generate(rt: Runtime, run_id: int) -> str:
 def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
     reply = read_reply(run.pk)  # what earlier attempts already streamed
     if reply.terminal is not None:
-        run_finalize(run_id=run.pk)
+        with_db_retry(run_finalize, run_id=run.pk)
         return "finalized"
     if get_redis().exists(redis_keys.run_cancel(run.pk)):
         _end(run.pk, events.done_fields(finish_reason="cancelled", prompt_tokens=0,
@@ -95,5 +96,5 @@ def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
         return "handed_back"
     if active.outcome == "write_failed":
         raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
-    run_finalize(run_id=run.pk)
+    with_db_retry(run_finalize, run_id=run.pk)
     return active.outcome

@@ -1,0 +1,75 @@
+"""Postgres drops every connection and refuses new ones for a while, as in a restart:
+the worker's final write is retried; nothing is queued without its row."""
+import threading
+import time
+
+import httpx
+import psycopg
+import pytest
+from django.db import connection
+
+from chatsite.runs.models import GenerationRun
+from tests.factories import ChatFactory, PoolFactory
+from tests.faults.client import follow_in_thread
+from tests.faults.conftest import POOL
+from tests.faults.helpers import assert_nothing_lost
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def chat(tenant, user):
+    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL))
+
+
+def own_pid() -> int:
+    connection.ensure_connection()
+    return connection.connection.info.backend_pid
+
+
+def outage(seconds: float, keep_pid: int) -> None:
+    """Kick every other session off the test database and refuse connections for `seconds`."""
+    db = connection.settings_dict
+    admin = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname="postgres", autocommit=True)
+    try:
+        admin.execute(f'ALTER DATABASE "{db["NAME"]}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> %s",
+                      (db["NAME"], keep_pid))
+        time.sleep(seconds)
+    finally:
+        admin.execute(f'ALTER DATABASE "{db["NAME"]}" ALLOW_CONNECTIONS true')
+        admin.close()
+
+
+def test_postgres_outage_while_a_run_finishes(fault_stack, fault_redis_client, chat, auth):
+    base = fault_stack["webs"][0]
+    resp = httpx.post(f"{base}/api/chats/{chat.pk}/messages/", headers=auth,
+                      json={"content": "Tell me about loops.", "max_tokens": 150, "ignore_eos": True}, timeout=30)
+    run = resp.json()["run"]
+    thread, box = follow_in_thread(run["events_url"], auth, base_urls=fault_stack["webs"], watchdog=60)
+    time.sleep(0.5)
+    outage(4.0, own_pid())  # the run (~1.5 s) finishes while Postgres is away: finalize must wait and retry
+    thread.join(90)
+    assert "error" not in box, box.get("error")
+    saved = assert_nothing_lost(fault_redis_client, run["id"], box["result"].text)
+    assert saved.status == "completed" and saved.completion_tokens == 150
+
+
+def test_admission_during_an_outage_is_refused_cleanly_and_queues_nothing(fault_stack, fault_redis_client,
+                                                                          chat, auth):
+    base = fault_stack["webs"][0]
+    thread = threading.Thread(target=outage, args=(3.0, own_pid()))
+    thread.start()
+    time.sleep(0.5)
+    resp = httpx.post(f"{base}/api/chats/{chat.pk}/messages/", headers=auth,
+                      json={"content": "hello during the outage", "max_tokens": 5}, timeout=30)
+    thread.join()
+    assert resp.status_code in (500, 503)
+    assert resp.headers["content-type"].startswith("application/json")
+    assert not GenerationRun.objects.filter(chat=chat).exists()
+    assert fault_redis_client.llen(f"pool.{POOL}.interactive") == 0
+    # and once it is back, the same request goes through
+    ok = httpx.post(f"{base}/api/chats/{chat.pk}/messages/", headers=auth,
+                    json={"content": "hello after the outage", "max_tokens": 5}, timeout=30)
+    assert ok.status_code == 202
+    assert_nothing_lost(fault_redis_client, ok.json()["run"]["id"])
