@@ -49,3 +49,8 @@ def metric_counter(name: str) -> str:
 def metric_histogram(name: str, pool: str) -> str:
     """A latency histogram (hash of bucket -> count, plus sum and count) for one pool."""
     return f"metrics:{name}:{pool}"
+
+
+def login_failures(kind: str, value: str) -> str:
+    """Failed sign-ins for one account ("user") or one address ("ip")."""
+    return f"login-failures:{kind}:{value}"

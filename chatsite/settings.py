@@ -85,6 +85,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
 ]
+AUTHENTICATION_BACKENDS = ["chatsite.tenancy.throttle.ThrottledModelBackend"]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -147,6 +148,8 @@ CHATSITE = {
     # A chat stays pinned to its worker (prefix-cache affinity) unless that worker is this hot.
     "AFFINITY_MAX_KV_USAGE": float(os.environ.get("CHATSITE_AFFINITY_MAX_KV", "0.9")),
     "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
+    "LOGIN_MAX_FAILURES": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES", "5")),
+    "LOGIN_LOCKOUT_SECONDS": int(os.environ.get("CHATSITE_LOGIN_LOCKOUT_SECONDS", "900")),
     # Optional bearer token required to scrape /metrics.
     "METRICS_TOKEN": os.environ.get("CHATSITE_METRICS_TOKEN", ""),
 }
@@ -158,7 +161,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"redact": {"()": "chatsite.logging_filters.RedactSecrets"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

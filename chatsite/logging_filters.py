@@ -1,0 +1,24 @@
+"""Keep secrets out of logs: API keys, bearer tokens, session and CSRF cookies."""
+import logging
+import re
+
+_PATTERNS = [
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1[redacted]"),
+    (re.compile(r"csk_[0-9a-f]{12}_[A-Za-z0-9_-]+"), "csk_[redacted]"),
+    (re.compile(r"(?i)((?:sessionid|csrftoken)=)[^;\s'\"]+"), r"\1[redacted]"),
+]
+
+
+def redact(text: str) -> str:
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+class RedactSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
