@@ -46,14 +46,16 @@
     switch (true) {
       case result.status === 0:
         return { title: "You seem to be offline", text: "The message was not sent. Check your connection, then retry.", retry: true, tone: "warn" };
-      case err.code === "model_unavailable":
-        return { title: "This model is unavailable right now", text: withPeriod(text) + " Pick another model above, or retry in a moment.", retry: true, retryAfter };
+      case err.code === "model_unavailable" || err.code === "model_disabled":
+        return { title: "This model is unavailable right now", text: "It may be switched off or restarting. Pick another model above, or retry in a moment.", retry: true, retryAfter };
       case err.code === "overloaded":
         return { title: "The server is busy", text: "Lots of people are asking at once. Your message was not sent; it will be ready to retry shortly.", retry: true, retryAfter: retryAfter || 5, tone: "warn" };
       case result.status === 429:
         return { title: /budget/i.test(text) ? "Your team’s budget is used up" : "You’ve hit a limit", text: withPeriod(text), retry: true, retryAfter, tone: "warn" };
       case result.status === 409:
         return { title: "A reply is already being written", text: "Wait for it to finish or stop it, then send again.", retry: true, tone: "warn" };
+      case err.code === "model_not_found":
+        return { title: "This model isn’t available to you", text: "Pick another model above.", retry: false };
       case err.code === "context_length_exceeded":
         return { title: "That message is too long for this model", text: withPeriod(text), retry: false };
       case result.status === 401 || result.status === 403:

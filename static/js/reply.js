@@ -5,6 +5,7 @@
   "use strict";
 
   const TERMINAL = ["completed", "failed", "cancelled"];
+  const FINISH_BADGES = { length: "Reached the length limit", budget: "Stopped: budget used up" };
   const STATS_POLL_MS = [80, 200, 400, 800, 1500, 3000];
 
   /* Stick to the bottom only when the reader is already there. */
@@ -85,7 +86,10 @@
       btn.disabled = left > 0;
       btn.textContent = left > 0 ? "Retry in " + left + " s" : "Retry";
       btn.setAttribute("aria-label", left > 0 ? "Retry possible in " + left + " seconds" : "Retry");
-      if (left > 0 && btn.isConnected !== false) { left--; setTimeout(tick, 1000); }
+      if (left > 0) {
+        left--;
+        setTimeout(() => { if (btn.isConnected) tick(); }, 1000);
+      }
     };
     tick();
   }
@@ -221,7 +225,8 @@
       const old = this.el.querySelector(".notice");
       if (old) old.remove();
       if (!run || !TERMINAL.includes(run.status)) return;
-      if (run.status === "cancelled") this.foot.append(span("badge", "Stopped"));
+      const badge = run.status === "cancelled" ? "Stopped" : FINISH_BADGES[run.finish_reason];
+      if (badge) this.foot.append(span("badge", badge));
       this.foot.append(statsNode(run, this.completionTokens));
       if (this.text) {
         const copy = document.createElement("button");
