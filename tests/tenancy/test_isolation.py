@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from django.contrib.auth import get_user_model
 from django.middleware.csrf import _get_new_csrf_string
 from django.test import Client
 
@@ -23,7 +24,9 @@ from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
 
 # The rows are made once per way to authenticate (module scope) and every case
 # checks that they did not change; flushing the database after each case would
-# cost a second apiece.
+# cost a second apiece. The mark makes pytest-django set up the test database
+# (without it a session of only these tests would reach the development one).
+pytestmark = pytest.mark.django_db
 
 
 @dataclass
@@ -61,14 +64,10 @@ def world(request, live_url, django_db_blocker):
     yield w
     get_redis().delete(redis_keys.run_stream(w.b_run.pk))
     with django_db_blocker.unblock():
+        users = [w.a_chat.owner_id, w.b_chat.owner_id]
         Tenant.objects.filter(chats__in=[w.a_chat, w.b_chat]).delete()
+        get_user_model().objects.filter(pk__in=users).delete()
         ModelPool.objects.filter(name=w.b_pool).delete()
-
-
-@pytest.fixture
-def unblocked(django_db_blocker):
-    with django_db_blocker.unblock():
-        yield
 
 
 def _make_world(actor: str) -> World:
@@ -132,7 +131,7 @@ def _assert_b_untouched(w: World) -> None:
 
 @pytest.mark.parametrize("name, method, path, kwargs", DETAIL_404 + OPENAI_404,
                          ids=[c[0] for c in DETAIL_404 + OPENAI_404])
-def test_other_tenants_object_is_404(live_url, world, unblocked, name, method, path, kwargs):
+def test_other_tenants_object_is_404(live_url, world, name, method, path, kwargs):
     if path.startswith("/v1/") and "Authorization" not in world.auth:
         pytest.skip("the OpenAI endpoints take API keys only")  # not counted: see ISOLATION_CASES
     resp = _call(live_url, world, method, path, **kwargs)
@@ -163,7 +162,7 @@ OPENAI_LISTS = [
 
 
 @pytest.mark.parametrize("name, check", LISTS + OPENAI_LISTS, ids=[c[0] for c in LISTS + OPENAI_LISTS])
-def test_lists_and_figures_hold_none_of_the_other_tenants_objects(live_url, world, unblocked, name, check):
+def test_lists_and_figures_hold_none_of_the_other_tenants_objects(live_url, world, name, check):
     if name.startswith("openai") and "Authorization" not in world.auth:
         pytest.skip("the OpenAI endpoints take API keys only")
     assert check(live_url, world)
