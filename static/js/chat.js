@@ -182,7 +182,7 @@
 
   async function refreshChat() {
     const res = await ns.api.get("/api/chats/" + state.chat.id + "/");
-    if (res.ok) { state.chat = res.data; ns.sidebar.setTitle(res.data); }
+    if (res.ok) { state.chat = res.data; ns.sidebar.adopt(res.data); }
   }
 
   /* ---- model picker ---------------------------------------------------- */
@@ -265,9 +265,9 @@
         ? btn.closest(".code-block").querySelector("code").textContent
         : ns.replies[btn.closest("[data-run-id]").dataset.runId].text;
       const ok = await copyText(text);
-      btn.textContent = ok ? "Copied" : "Copy failed";
       ns.announce(ok ? "Copied to the clipboard" : "Could not copy");
-      setTimeout(() => { btn.textContent = "Copy"; }, 1600);
+      btn.classList.add(ok ? "copied" : "copy-failed");
+      setTimeout(() => btn.classList.remove("copied", "copy-failed"), 1600);
       return;
     }
     const suggestion = e.target.closest("[data-suggest]");

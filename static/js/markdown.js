@@ -99,7 +99,9 @@
     copy.type = "button";
     copy.dataset.copy = "code";
     copy.setAttribute("aria-label", lang ? "Copy " + lang + " code" : "Copy code");
-    copy.textContent = "Copy";
+    const word = el("span", "code-copy-label");
+    word.textContent = "Copy";
+    copy.append(copyIcon(), word);
     head.append(label, copy);
     const pre = el("pre");
     const code = el("code");
@@ -108,6 +110,26 @@
     pre.append(code);
     frame.append(head, pre);
     return frame;
+  }
+
+  function copyIcon() {
+    const SVG = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "14");
+    svg.setAttribute("height", "14");
+    svg.setAttribute("aria-hidden", "true");
+    const rect = document.createElementNS(SVG, "rect");
+    for (const [k, v] of [["x", 8], ["y", 8], ["width", 12], ["height", 12], ["rx", 2.5]]) rect.setAttribute(k, v);
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", "M16 8V6.5A2.5 2.5 0 0 0 13.5 4h-7A2.5 2.5 0 0 0 4 6.5v7A2.5 2.5 0 0 0 6.5 16H8");
+    for (const node of [rect, path]) {
+      node.setAttribute("fill", "none");
+      node.setAttribute("stroke", "currentColor");
+      node.setAttribute("stroke-width", "1.8");
+      svg.append(node);
+    }
+    return svg;
   }
 
   function list(lines, start, parent, depth) {

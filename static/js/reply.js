@@ -40,6 +40,8 @@
 
   const ICON_ALERT = '<svg viewBox="0 0 24 24" width="18" height="18" aria-hidden="true"><circle cx="12" cy="12" r="9" fill="none" stroke="currentColor" stroke-width="2"/><path d="M12 7.5v5.5M12 16.5v.01" stroke="currentColor" stroke-width="2.2" stroke-linecap="round"/></svg>';
 
+  const ICON_COPY = '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><rect x="8" y="8" width="12" height="12" rx="2.5" fill="none" stroke="currentColor" stroke-width="1.8"/><path d="M16 8V6.5A2.5 2.5 0 0 0 13.5 4h-7A2.5 2.5 0 0 0 4 6.5v7A2.5 2.5 0 0 0 6.5 16H8" fill="none" stroke="currentColor" stroke-width="1.8"/></svg>';
+
   /* An error in words, with a Retry button (counting down Retry-After when given). */
   function notice(info, onRetry) {
     const box = document.createElement("div");
@@ -200,6 +202,11 @@
     }
 
     _failed(err) {
+      if (err.status) {  // not the run failing: this page may no longer read it (signed out, deleted)
+        this._settle(this.run.status);
+        this.el.append(notice(ns.api.describe({ status: err.status, error: err }), null));
+        return;
+      }
       this._settle("failed");
       this.run.error = (err.code || "error") + ": " + (err.message || "");
       this.renderFoot();
@@ -233,8 +240,9 @@
         copy.type = "button";
         copy.className = "foot-btn";
         copy.dataset.copy = "reply";
-        copy.textContent = "Copy";
         copy.setAttribute("aria-label", "Copy this reply");
+        copy.title = "Copy";
+        copy.innerHTML = ICON_COPY;  // a constant, never data
         this.foot.append(copy);
       }
       if (run.status === "failed") {

@@ -15,7 +15,7 @@ from tests.web.pages import CHROMIUM, CHROMIUM_ARGS, ChatPage
 
 
 @pytest.fixture(scope="package")
-def browser(live_url, fake_workers):
+def browser(live_url):
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -44,8 +44,8 @@ def context(browser):
 
 
 @pytest.fixture
-def chat_page(context, live_url, web_user) -> ChatPage:
-    """A signed-in page on a new chat."""
+def chat_page(context, live_url, web_user, fake_workers) -> ChatPage:
+    """A signed-in page on a new chat, with the fake-engine workers serving."""
     page = ChatPage(context.new_page(), live_url)
     page.sign_in(web_user.username)
     return page

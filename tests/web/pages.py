@@ -54,11 +54,11 @@ class ChatPage:
             text: r.text, have: r.stream ? r.stream.have : r.completionTokens, status: r.run.status,
             connects: r.stream ? r.stream.connects : 0, renders: r.renders, tokenEvents: r.tokenEvents}; }""", run_id)
 
-    def wait_tokens(self, run_id: int, n: int, timeout: float = 15) -> None:
+    def wait_tokens(self, run_id: int, n: int, timeout: float = 30) -> None:
         self.page.wait_for_function("([id, n]) => { const r = ChatUI.replies[id]; return r && r.stream && r.stream.have >= n; }",
                                     arg=[run_id, n], timeout=timeout * 1000)
 
-    def wait_settled(self, run_id: int, timeout: float = 30) -> dict:
+    def wait_settled(self, run_id: int, timeout: float = 60) -> dict:
         """Until the reply's terminal event arrived and its figures are shown."""
         self.page.wait_for_function(
             """id => { const r = ChatUI.replies[id]; return r && ['completed', 'failed', 'cancelled'].includes(r.run.status)

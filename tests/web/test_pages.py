@@ -88,7 +88,7 @@ def test_rename_and_delete_a_chat(chat_page: ChatPage, web_user):
     expect(page.locator(f'[data-chat-link="{chat.pk}"]')).to_have_count(0)
 
 
-def test_phone_width_collapses_the_sidebar_into_a_drawer(browser, live_url, web_user):
+def test_phone_width_collapses_the_sidebar_into_a_drawer(browser, live_url, web_user, fake_workers):
     context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
     chat = ChatPage(context.new_page(), live_url)
     chat.sign_in(web_user.username)
@@ -143,3 +143,23 @@ def test_keyboard_alone_with_visible_focus(chat_page: ChatPage):
     live = page.locator("#announcer")
     expect(live).to_have_attribute("aria-live", "polite")
     expect(live).to_contain_text("Reply finished")
+
+
+def test_copy_a_code_block_and_a_whole_reply(chat_page: ChatPage, context, web_user):
+    from tests.web.seed import READ_A_FILE, seed_chat
+
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    chat = seed_chat(user=web_user, pool=ModelPool.objects.get(name="flagship"))
+    page = chat_page.page
+    chat_page.open_chat(chat.pk)
+    reply = page.locator("article.msg-assistant")
+    expect(reply.locator(".stats")).to_contain_text("240 ms to first token")
+    expect(reply.locator(".stats")).to_contain_text("41.3 tok/s")
+
+    reply.get_by_role("button", name="Copy python code").click()
+    expect(reply.locator(".code-copy.copied")).to_have_count(1)
+    code = READ_A_FILE.split("```python\n")[1].split("\n```")[0]
+    assert page.evaluate("() => navigator.clipboard.readText()") == code
+
+    reply.get_by_role("button", name="Copy this reply").click()
+    assert page.evaluate("() => navigator.clipboard.readText()") == READ_A_FILE

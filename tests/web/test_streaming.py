@@ -123,3 +123,34 @@ def test_offline_for_a_moment_reconnects_without_losing_or_doubling_text(chat_pa
     assert final["connects"] >= 2
     assert final["text"] == run.assistant_message.content
     assert run.completion_tokens == 500 and final["have"] == 500
+
+
+def test_the_page_follows_new_text_only_while_the_reader_is_at_the_bottom(chat_page: ChatPage, web_user):
+    from chatsite.pools.models import ModelPool
+    from tests.web.seed import READ_A_FILE, seed_chat
+
+    chat = seed_chat(user=web_user, pool=ModelPool.objects.get(name="flagship"),
+                     turns=[(f"Question {i}?", READ_A_FILE) for i in range(4)])
+    page = chat_page.page
+    chat_page.open_chat(chat.pk)
+    gap = "() => { const s = document.getElementById('scroller'); return s.scrollHeight - s.scrollTop - s.clientHeight; }"
+    assert page.evaluate(gap) < 80  # opens at the latest message
+    chat_page.set_send_extra(LONG_REPLY)
+    chat_page.send("One more?")
+    run_id = chat_page.wait_new_run(max(int(k) for k in page.evaluate("Object.keys(ChatUI.replies)")))
+    chat_page.wait_tokens(run_id, 30)
+    assert page.evaluate(gap) < 80  # followed the reply as it grew
+
+    page.locator("#scroller").evaluate("s => { s.scrollTop = 200; }")
+    have = chat_page.reply(run_id)["have"]
+    chat_page.wait_tokens(run_id, have + 40)
+    assert page.locator("#scroller").evaluate("s => s.scrollTop") == 200  # reading up there: nothing moved
+    jump = page.get_by_role("button", name="Scroll to the latest message")
+    expect(jump).to_be_visible()
+    jump.click()
+    expect(jump).to_be_hidden()
+    have = chat_page.reply(run_id)["have"]
+    chat_page.wait_tokens(run_id, have + 40)
+    assert page.evaluate(gap) < 80  # back at the bottom: follows again
+    page.get_by_role("button", name="Stop generating").click()
+    chat_page.wait_settled(run_id)

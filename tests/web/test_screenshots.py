@@ -1,0 +1,85 @@
+"""The screenshots in docs/screenshots/, taken from the live stack.
+
+Skipped unless CHATSITE_SCREENSHOTS names the folder to write them to:
+    CHATSITE_SCREENSHOTS=docs/screenshots .venv/bin/python -m pytest tests/web/test_screenshots.py
+"""
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from chatsite.pools.models import ModelPool
+from tests.web.pages import LONG_REPLY, ChatPage, expect
+from tests.web.seed import seed_chat
+
+OUT = os.environ.get("CHATSITE_SCREENSHOTS")
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True),
+              pytest.mark.skipif(not OUT, reason="set CHATSITE_SCREENSHOTS=docs/screenshots to take them")]
+
+
+def _shot(page, name: str) -> None:
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(150)
+    page.screenshot(path=str(Path(OUT) / f"{name}.png"))
+
+
+def _signed_in(browser, live_url, user, scheme="light", **viewport) -> ChatPage:
+    ctx = browser.new_context(viewport=viewport or {"width": 1280, "height": 800}, color_scheme=scheme,
+                              device_scale_factor=1, is_mobile=viewport.get("width", 1280) < 500,
+                              has_touch=viewport.get("width", 1280) < 500)
+    chat = ChatPage(ctx.new_page(), live_url)
+    chat.sign_in(user.username)
+    return chat
+
+
+def test_take_screenshots(browser, live_url, web_user, fake_workers):
+    Path(OUT).mkdir(parents=True, exist_ok=True)
+    pool = ModelPool.objects.get(name="flagship")
+    seed_chat(user=web_user, pool=pool, title="Sorting a dict by value",
+              turns=[("How do I sort a dict by its values?", "Use `sorted(d.items(), key=lambda kv: kv[1])`.")])
+    done = seed_chat(user=web_user, pool=pool)
+
+    login = browser.new_page(viewport={"width": 1280, "height": 800})
+    login.goto(live_url + "/login/")
+    _shot(login, "login")
+    login.close()
+
+    chat = _signed_in(browser, live_url, web_user)
+    _shot(chat.page, "new-chat")
+
+    chat.open_chat(done.pk)
+    chat.page.wait_for_selector(".stats")
+    _shot(chat.page, "finished-reply")
+
+    chat.set_send_extra(LONG_REPLY)
+    chat.send("And how do I write lines back to a file?")
+    run_id = chat.wait_new_run(max(int(k) for k in chat.page.evaluate("Object.keys(ChatUI.replies)")))
+    chat.wait_tokens(run_id, 45)
+    _shot(chat.page, "streaming")
+    chat.page.get_by_role("button", name="Stop generating").click()
+    chat.wait_settled(run_id)
+
+    chat.page.route(re.compile(r".*/api/chats/\d+/messages/$"), lambda route: route.fulfill(
+        status=503, headers={"Retry-After": "8"}, content_type="application/json",
+        body=json.dumps({"error": {"code": "overloaded", "message": "model 'flagship' is busy"}})))
+    chat.send("Can you show an example with writelines?")
+    expect(chat.notice()).to_contain_text("The server is busy")
+    _shot(chat.page, "error-retry")
+    chat.page.context.close()
+
+    dark = _signed_in(browser, live_url, web_user, scheme="dark")
+    dark.open_chat(done.pk)
+    dark.page.wait_for_selector(".stats")
+    _shot(dark.page, "finished-reply-dark")
+    dark.page.context.close()
+
+    phone = _signed_in(browser, live_url, web_user, width=390, height=844)
+    phone.open_chat(done.pk)
+    phone.page.wait_for_selector(".stats")
+    _shot(phone.page, "phone")
+    phone.page.get_by_role("button", name="Show the chat list").click()
+    phone.page.wait_for_timeout(300)
+    _shot(phone.page, "phone-chat-list")
+    phone.page.context.close()
