@@ -54,3 +54,8 @@ def metric_histogram(name: str, pool: str) -> str:
 def login_failures(kind: str, value: str) -> str:
     """Failed sign-ins for one account ("user") or one address ("ip")."""
     return f"login-failures:{kind}:{value}"
+
+
+def hub_wakeup(hub_id: str) -> str:
+    """A web process's private stream, written to wake its blocked multiplexed read."""
+    return f"hub:{hub_id}:wake"

@@ -21,6 +21,7 @@ from chatsite.errors import ServiceError
 from chatsite.redis_client import get_async_redis
 from chatsite.runs import events
 from chatsite.runs.access import authorize_run, run_snapshot
+from chatsite.runs.stream_hub import get_hub
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,6 @@ SSE_HEADERS = [
     (b"Cache-Control", b"no-cache, no-transform"),
     (b"X-Accel-Buffering", b"no"),
 ]
-READ_COUNT = 1000
 
 
 class RunEventsConsumer(AsyncHttpConsumer):
@@ -88,23 +88,36 @@ class RunEventsConsumer(AsyncHttpConsumer):
         await self.send_body(b"", more_body=False)
 
     async def _follow(self, run_id: int, last_id: str) -> None:
-        r = get_async_redis()
         key = redis_keys.run_stream(run_id)
-        block_ms = int(settings.CHATSITE["SSE_KEEPALIVE_SECONDS"] * 1000)
-        while True:
-            if not await r.exists(key):
-                snapshot = await database_sync_to_async(run_snapshot)(run_id)
-                if snapshot is not None:  # finished, and its stream has expired
-                    return await self.send_body(snapshot, more_body=True)
-            result = await r.xread({key: last_id}, count=READ_COUNT, block=block_ms)
-            if not result:
-                await self.send_body(events.sse_comment(), more_body=True)
-                continue
-            frames = []
-            for entry_id, fields in result[0][1]:
-                entry = events.decode(entry_id, fields)
-                frames.append(events.sse_frame(entry))
-                last_id = entry_id
-                if entry.is_terminal:
-                    return await self.send_body(b"".join(frames), more_body=True)
-            await self.send_body(b"".join(frames), more_body=True)
+        keepalive = settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]
+        if await self._sent_snapshot(key, run_id):
+            return
+        hub = get_hub()
+        sub = await hub.subscribe(key, last_id)
+        try:
+            while True:
+                batch = await sub.next(keepalive)
+                if batch is None:  # quiet: keep proxies from closing; a run may have expired meanwhile
+                    if await self._sent_snapshot(key, run_id):
+                        return
+                    await self.send_body(events.sse_comment(), more_body=True)
+                    continue
+                frames = []
+                for entry_id, fields in batch:
+                    entry = events.decode(entry_id, fields)
+                    frames.append(events.sse_frame(entry))
+                    if entry.is_terminal:
+                        return await self.send_body(b"".join(frames), more_body=True)
+                await self.send_body(b"".join(frames), more_body=True)
+        finally:
+            hub.unsubscribe(sub)
+
+    async def _sent_snapshot(self, key: str, run_id: int) -> bool:
+        """A finished run whose stream has expired is served from Postgres."""
+        if await get_async_redis().exists(key):
+            return False
+        snapshot = await database_sync_to_async(run_snapshot)(run_id)
+        if snapshot is None:
+            return False
+        await self.send_body(snapshot, more_body=True)
+        return True

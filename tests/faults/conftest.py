@@ -60,7 +60,7 @@ def fault_redis():
 @pytest.fixture(scope="module")
 def fault_env(stack_env, fault_redis, django_db_blocker):
     with django_db_blocker.unblock():
-        PoolFactory(name=POOL)
+        PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096)
     return {**stack_env, "REDIS_URL": fault_redis.url, "CELERY_BROKER_URL": fault_redis.url,
             "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01", "CHATSITE_DRAIN_SECONDS": "1"}
 

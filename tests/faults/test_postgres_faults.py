@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def chat(tenant, user):
-    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL))
+    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096))
 
 
 def own_pid() -> int:

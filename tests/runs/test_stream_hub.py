@@ -1,0 +1,59 @@
+"""The per-process stream hub: every subscriber gets every entry after its id, once."""
+import asyncio
+
+import pytest
+
+from chatsite.redis_client import get_redis
+from chatsite.runs.stream_hub import StreamHub
+
+
+async def drain(sub, want: int, timeout: float = 5.0) -> list[str]:
+    got: list[str] = []
+    while len(got) < want:
+        batch = await sub.next(timeout)
+        assert batch is not None, f"only {len(got)} of {want} entries arrived"
+        got += [fields["i"] for _, fields in batch]
+    return got
+
+
+def test_late_joiners_behind_the_hub_get_everything_and_nothing_twice():
+    r = get_redis()
+    key = "test:hub:stream"
+    r.delete(key)
+
+    async def scenario():
+        hub = StreamHub()
+        live = await hub.subscribe(key, "0-0")
+        for i in range(5):
+            r.xadd(key, {"i": str(i)})
+        first = await drain(live, 5)
+        await asyncio.sleep(0.05)  # the hub is now blocked reading after entry 4
+        late = await hub.subscribe(key, "0-0")  # joins behind the hub's position
+        ids = [eid for eid, _ in r.xrange(key)]
+        middle = await hub.subscribe(key, ids[2])
+        for i in range(5, 8):
+            r.xadd(key, {"i": str(i)})
+        return first, await drain(live, 3), await drain(late, 8), await drain(middle, 5)
+
+    first, live_rest, late, middle = asyncio.run(scenario())
+    assert first + live_rest == [str(i) for i in range(8)]
+    assert late == [str(i) for i in range(8)]
+    assert middle == [str(i) for i in range(3, 8)]
+    r.delete(key)
+
+
+@pytest.mark.parametrize("joiners", [1, 20])
+def test_many_streams_share_one_reader(joiners):
+    r = get_redis()
+    keys = [f"test:hub:many:{i}" for i in range(joiners)]
+    r.delete(*keys)
+
+    async def scenario():
+        hub = StreamHub()
+        subs = [await hub.subscribe(k, "0-0") for k in keys]
+        for k in keys:
+            r.xadd(k, {"i": k})
+        return [await drain(s, 1) for s in subs]
+
+    assert asyncio.run(scenario()) == [[k] for k in keys]
+    r.delete(*keys)
