@@ -28,10 +28,13 @@ def test_late_joiners_behind_the_hub_get_everything_and_nothing_twice():
             r.xadd(key, {"i": str(i)})
         first = await drain(live, 5)
         await asyncio.sleep(0.05)  # the hub is now blocked reading after entry 4
-        late = await hub.subscribe(key, "0-0")  # joins behind the hub's position
         ids = [eid for eid, _ in r.xrange(key)]
+        # entry 5 lands while the hub is blocked (its reply is in flight) and, before the
+        # hub handles that reply, two subscribers join behind the hub's position
+        r.xadd(key, {"i": "5"})
+        late = await hub.subscribe(key, "0-0")
         middle = await hub.subscribe(key, ids[2])
-        for i in range(5, 8):
+        for i in range(6, 8):
             r.xadd(key, {"i": str(i)})
         return first, await drain(live, 3), await drain(late, 8), await drain(middle, 5)
 
