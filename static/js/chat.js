@@ -123,7 +123,7 @@
     syncComposer();
     if (turn.notice) { turn.notice.remove(); turn.notice = null; }
     let res = state.chat ? null : await ns.api.post("/api/chats/", { model: modelSelect.value });
-    if (res && res.ok) adoptChat(res.data);
+    if (res && res.ok) adoptChat({ ...res.data, title: res.data.title || turn.content.split(/\s+/).join(" ").trim().slice(0, 60) });
     if (state.chat) {
       res = await ns.api.post("/api/chats/" + state.chat.id + "/messages/",
                               { content: turn.content, ...(ns.sendExtra || {}) }, { "Idempotency-Key": turn.key });

@@ -232,9 +232,6 @@
       const old = this.el.querySelector(".notice");
       if (old) old.remove();
       if (!run || !TERMINAL.includes(run.status)) return;
-      const badge = run.status === "cancelled" ? "Stopped" : FINISH_BADGES[run.finish_reason];
-      if (badge) this.foot.append(span("badge", badge));
-      this.foot.append(statsNode(run, this.completionTokens));
       if (this.text) {
         const copy = document.createElement("button");
         copy.type = "button";
@@ -245,6 +242,9 @@
         copy.innerHTML = ICON_COPY;  // a constant, never data
         this.foot.append(copy);
       }
+      const badge = run.status === "cancelled" ? "Stopped" : FINISH_BADGES[run.finish_reason];
+      if (badge) this.foot.append(span("badge", badge));
+      this.foot.append(statsNode(run, this.completionTokens));
       if (run.status === "failed") {
         const code = (run.error || "").split(": ")[0];
         const message = (run.error || "").slice(code.length + 2);

@@ -89,10 +89,15 @@ CASES = [
 ]
 
 
+def _load_renderer(page, live_url):
+    page.goto(live_url + "/login/")
+    for name in ("markdown-inline.js", "markdown.js"):
+        page.add_script_tag(url=f"{live_url}/static/js/{name}")
+
+
 def test_markdown_renderer_builds_the_expected_elements(browser, live_url):
     page = browser.new_page()
-    page.goto(live_url + "/login/")
-    page.add_script_tag(url=live_url + "/static/js/markdown.js")
+    _load_renderer(page, live_url)
     got = page.evaluate("""cases => cases.map(src => {
         const box = document.createElement('div');
         box.append(ChatUI.markdown.render(src));
@@ -103,8 +108,7 @@ def test_markdown_renderer_builds_the_expected_elements(browser, live_url):
 
 def test_code_blocks_while_streaming_and_when_done(browser, live_url):
     page = browser.new_page()
-    page.goto(live_url + "/login/")
-    page.add_script_tag(url=live_url + "/static/js/markdown.js")
+    _load_renderer(page, live_url)
     out = page.evaluate("""() => {
         const render = (s) => { const d = document.createElement('div'); d.append(ChatUI.markdown.render(s)); return d; };
         const open = render('Look:\\n```python\\ndef f():\\n    return 1');
