@@ -20,7 +20,10 @@ def test_streamed_text_equals_saved_message(live_url, fake_workers, chat, auth):
     evs = read_events(live_url + run["events_url"], headers=auth)
     assert evs[-1].event == "done" and evs[-1].data["finish_reason"] in ("stop", "length")
     tokens = [e for e in evs if e.event == "token"]
-    assert [e.data["seq"] for e in tokens] == list(range(len(tokens)))  # one token per entry here, contiguous
+    starts = [0]
+    for e in tokens[:-1]:
+        starts.append(starts[-1] + e.data["n"])
+    assert [e.data["seq"] for e in tokens] == starts  # contiguous: each entry starts where the last ended
     saved = wait_terminal(run["id"])
     assert saved.status == "completed"
     assert saved.assistant_message.content == text_of(evs) != ""
@@ -63,7 +66,7 @@ def test_task_delivered_twice_generates_once(live_url, fake_workers, chat, auth)
     entries = read_entries(run["id"])
     tokens = [e for e in entries if e.type == events.TOKEN]
     assert {e.attempt for e in tokens} == {1}
-    assert [e.seq for e in tokens] == list(range(len(tokens)))
+    assert [e.seq for e in tokens] == [sum(t.n for t in tokens[:i]) for i in range(len(tokens))]
     assert sum(e.is_terminal for e in entries) == 1
     saved.refresh_from_db()
     assert saved.attempt == 1 and saved.status == "completed"
