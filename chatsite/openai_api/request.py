@@ -54,7 +54,7 @@ def _messages(value) -> list[dict]:
         if not isinstance(msg, dict):
             raise InvalidInput(f"messages[{i}] must be an object with role and content", field=f"messages[{i}]")
         role = msg.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise InvalidInput(f"messages[{i}].role must be one of system, developer, user, assistant "
                                "(tool messages are not supported)", field=f"messages[{i}].role")
         if msg.get("tool_calls") or msg.get("function_call"):

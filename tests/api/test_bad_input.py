@@ -102,3 +102,41 @@ def test_prompt_too_long_for_the_context_even_after_dropping_old_turns(api_key, 
                                    content_type="application/json"), 400, "context_length_exceeded", "content")
     assert "shorten it" in err["message"]
     assert row_counts() == before
+
+
+MESSAGE_SHAPES = [
+    ("no messages", {"messages": []}, "messages"),
+    ("messages not a list", {"messages": {"role": "user", "content": "hi"}}, "messages"),
+    ("message not an object", {"messages": ["hi"]}, "messages[0]"),
+    ("role an object", {"messages": [{"role": {}, "content": "hi"}]}, "messages[0].role"),
+    ("role a list", {"messages": [{"role": ["user"], "content": "hi"}]}, "messages[0].role"),
+    ("tool role", {"messages": [{"role": "tool", "content": "hi"}]}, "messages[0].role"),
+    ("no role", {"messages": [{"content": "hi"}]}, "messages[0].role"),
+    ("no content", {"messages": [{"role": "user"}]}, "messages[0].content"),
+    ("image part", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+     "messages[0].content"),
+    ("part not an object", {"messages": [{"role": "user", "content": ["hi"]}]}, "messages[0].content"),
+    ("assistant last", {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
+     "messages[1].role"),
+    ("tool calls", {"messages": [{"role": "assistant", "content": None, "tool_calls": [{}]},
+                                 {"role": "user", "content": "hi"}]}, "messages[0]"),
+    ("history NUL", {"messages": [{"role": "system", "content": "a\u0000"}, {"role": "user", "content": "hi"}]},
+     "messages[0].content"),
+    ("no model", {"model": None}, "model"),
+    ("model not text", {"model": ["flagship"]}, "model"),
+    ("n zero", {"n": 0}, "n"),
+    ("n true", {"n": True}, "n"),
+    ("stream not a bool", {"stream": "yes"}, "stream"),
+    ("stream_options not an object", {"stream": True, "stream_options": []}, "stream_options"),
+    ("include_usage not a bool", {"stream": True, "stream_options": {"include_usage": 1}}, "include_usage"),
+    ("logprobs", {"logprobs": True}, "logprobs"),
+    ("json response format", {"response_format": {"type": "json_object"}}, "response_format"),
+]
+
+
+@pytest.mark.parametrize("name, fields, param", MESSAGE_SHAPES, ids=[c[0] for c in MESSAGE_SHAPES])
+def test_openai_message_shapes_refused(api_key, pool, name, fields, param):
+    body = {"model": "flagship", "messages": [{"role": "user", "content": "hi"}], **fields}
+    resp = key_client(api_key).post("/v1/chat/completions", body, content_type="application/json")
+    assert_openai_error(resp, 400, param=param)
+    assert row_counts() == (0, 0, 0)
