@@ -4,7 +4,6 @@ The endpoint is the Channels consumer chatsite.runs.consumers.RunEventsConsumer,
 routed in chatsite/asgi.py before Django; this view only carries its OpenAPI
 description (added by chatsite.api.openapi.add_documented_endpoints) and is never
 routed."""
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
@@ -42,6 +41,21 @@ STREAM_EXAMPLE = (
 )
 
 
+# OpenAPI 3.0 has no way to describe a stream as a whole: the schema of an
+# event-stream response describes one event, as an SSE parser reads it.
+RUN_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["token", "done", "error", "snapshot"]},
+        "data": {"type": "string", "description": "A JSON object; its fields depend on `event` (see above)."},
+        "id": {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$",
+               "description": "The stream entry id; send it back as Last-Event-ID to resume."},
+        "retry": {"type": "integer", "description": "Reconnect delay in milliseconds."},
+    },
+}
+
+
 class RunEventsDocs(APIView):
     @extend_schema(
         operation_id="runs_events",
@@ -58,7 +72,7 @@ class RunEventsDocs(APIView):
         ],
         responses={
             (200, "text/event-stream"): OpenApiResponse(
-                OpenApiTypes.STR, description="The event stream (see the table above).",
+                RUN_EVENT_SCHEMA, description="The event stream (see the table above); the schema is one event's.",
                 examples=[OpenApiExample("A short reply", value=STREAM_EXAMPLE, media_type="text/event-stream")]),
             **errors(400, 401, 404, 405),
         },

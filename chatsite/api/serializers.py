@@ -6,9 +6,27 @@ from chatsite.chats.models import Chat, Message
 from chatsite.runs.models import GenerationRun
 
 
+RUN_FIELD_HELP = {
+    "chat": "The chat the run belongs to.",
+    "attempt": "How many times a worker has started it (more than 1 after a worker died mid-run).",
+    "user_message": "The id of the message it answers.",
+    "assistant_message": "The id of the message holding the reply.",
+    "max_tokens": "The reply length cap.",
+    "seed": "The sampling seed.",
+    "queued_at": "When the run was admitted.",
+    "started_at": "When a worker took it (its latest attempt).",
+    "first_token_at": "When the first token was streamed.",
+    "finished_at": "When it ended.",
+    "prompt_tokens": "Tokens of the prompt the model read (set when the run ends).",
+    "completion_tokens": "Tokens of the reply (set when the run ends).",
+    "finish_reason": "stop, length, budget, cancelled or error; empty while the run goes on.",
+    "error": "Why a failed run failed ('code: message'); empty otherwise.",
+}
+
+
 class RunSerializer(serializers.ModelSerializer):
-    model = serializers.CharField(source="pool.name")
-    priority = serializers.CharField(source="tier")
+    model = serializers.CharField(source="pool.name", help_text="The model (pool) generating the reply.")
+    priority = serializers.CharField(source="tier", help_text="interactive or batch.")
     events_url = serializers.SerializerMethodField()
     cancel_url = serializers.SerializerMethodField()
     tokens_per_second = serializers.SerializerMethodField()
@@ -19,14 +37,17 @@ class RunSerializer(serializers.ModelSerializer):
                   "max_tokens", "seed", "sampling", "queued_at", "started_at", "first_token_at", "finished_at",
                   "ttft_ms", "itl_ms", "tokens_per_second", "prompt_tokens", "completion_tokens",
                   "finish_reason", "error", "events_url", "cancel_url"]
+        extra_kwargs = {name: {"help_text": text} for name, text in RUN_FIELD_HELP.items()}
 
+    @extend_schema_field(serializers.CharField(help_text="GET it for the reply as Server-Sent Events."))
     def get_events_url(self, run) -> str:
         return f"/api/runs/{run.pk}/events"
 
+    @extend_schema_field(serializers.CharField(help_text="POST to it to stop the run."))
     def get_cancel_url(self, run) -> str:
         return f"/api/runs/{run.pk}/cancel"
 
-    @extend_schema_field(serializers.FloatField(allow_null=True))
+    @extend_schema_field(serializers.FloatField(allow_null=True, help_text="Decode speed after the first token."))
     def get_tokens_per_second(self, run):
         if run.first_token_at and run.finished_at and run.completion_tokens > 1:
             seconds = (run.finished_at - run.first_token_at).total_seconds()
@@ -40,6 +61,10 @@ class MessageSerializer(serializers.ModelSerializer):
     class Meta:
         model = Message
         fields = ["id", "role", "content", "token_count", "created_at", "run"]
+        extra_kwargs = {"content": {"help_text": "The text; an assistant message fills in when its run ends "
+                                                 "(stream it from the run's events_url meanwhile)."},
+                        "token_count": {"help_text": "Tokens of the content."},
+                        "created_at": {"help_text": "When the message was saved."}}
 
     @extend_schema_field(RunSerializer(allow_null=True))
     def get_run(self, msg):
@@ -48,11 +73,14 @@ class MessageSerializer(serializers.ModelSerializer):
 
 
 class ChatSerializer(serializers.ModelSerializer):
-    model = serializers.CharField(source="pool.name")
+    model = serializers.CharField(source="pool.name", help_text="The model new messages go to by default.")
 
     class Meta:
         model = Chat
         fields = ["id", "title", "model", "created_at", "updated_at"]
+        extra_kwargs = {"title": {"help_text": "The chat's name; the first message names it when empty."},
+                        "created_at": {"help_text": "When the chat was started."},
+                        "updated_at": {"help_text": "When it last changed (a message, a rename)."}}
 
 
 class ChatPage(serializers.Serializer):
@@ -79,7 +107,7 @@ class ChatCreateRequest(serializers.Serializer):
 
 
 class ChatUpdateRequest(serializers.Serializer):
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text="A new name.")
     model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
 
 
@@ -112,12 +140,12 @@ class MessagePostedResponse(serializers.Serializer):
 
 
 class ModelSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    display_name = serializers.CharField()
-    context_length = serializers.IntegerField()
-    max_output_tokens = serializers.IntegerField()
+    id = serializers.CharField(help_text="The name to send as `model`.")
+    display_name = serializers.CharField(help_text="A name for people.")
+    context_length = serializers.IntegerField(help_text="Prompt + reply tokens the model can hold.")
+    max_output_tokens = serializers.IntegerField(help_text="The largest max_tokens it accepts.")
     up = serializers.BooleanField(help_text="At least one worker with a ready engine serves it.")
-    workers = serializers.IntegerField()
+    workers = serializers.IntegerField(help_text="Live workers serving it.")
 
 
 class ErrorDetail(serializers.Serializer):

@@ -16,6 +16,8 @@ class ApiKeySerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiKey
         fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+        extra_kwargs = {"name": {"help_text": "What the key is for."},
+                        "created_at": {"help_text": "When the key was created."}}
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):
@@ -32,11 +34,11 @@ class ApiKeyCreateRequest(serializers.Serializer):
 
 
 class ModelUsageSerializer(serializers.Serializer):
-    model = serializers.CharField()
+    model = serializers.CharField(help_text="The model (pool) name.")
     runs = serializers.IntegerField(help_text="Runs queued this period.")
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField(help_text="Prompt tokens of those runs.")
+    completion_tokens = serializers.IntegerField(help_text="Reply tokens of those runs.")
+    total_tokens = serializers.IntegerField(help_text="prompt_tokens + completion_tokens.")
 
 
 class UsageSerializer(serializers.Serializer):

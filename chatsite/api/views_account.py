@@ -42,7 +42,8 @@ class ApiKeyDetailView(TenantScoped, APIView):
 
 
 class UsageView(TenantScoped, APIView):
-    @extend_schema(operation_id="usage_retrieve", summary="Your tenant's token usage this month, per model", tags=["usage"],
+    @extend_schema(operation_id="usage_retrieve",
+                   summary="Your tenant's token usage this month, per model", tags=["usage"],
                    description="Prompt + completion tokens of all the tenant's runs (every member, key and "
                                "source: web, REST, OpenAI) since the start of the calendar month, UTC.",
                    responses={200: s.UsageSerializer, **errors(*READ_ERRORS)})

@@ -17,13 +17,15 @@ TAGS = ["chats"]
 
 
 class ChatListView(TenantScoped, APIView):
-    @extend_schema(operation_id="chats_list", summary="List your chats, newest first", tags=TAGS, parameters=PAGE_PARAMETERS,
+    @extend_schema(operation_id="chats_list",
+                   summary="List your chats, newest first", tags=TAGS, parameters=PAGE_PARAMETERS,
                    responses={200: s.ChatPage, **errors(400, 401, 404)})
     def get(self, request):
         chats = chats_for(tenant=self.tenant, user=request.user)
         return Response(paginate(request, chats, lambda rows: s.ChatSerializer(rows, many=True).data))
 
-    @extend_schema(operation_id="chats_create", summary="Start a chat with a model", tags=TAGS, request=s.ChatCreateRequest,
+    @extend_schema(operation_id="chats_create",
+                   summary="Start a chat with a model", tags=TAGS, request=s.ChatCreateRequest,
                    examples=[OpenApiExample("New chat", value={"model": "flagship", "title": "Loops"},
                                             request_only=True)],
                    responses={201: s.ChatSerializer, **errors(*WRITE_ERRORS)})
@@ -34,11 +36,13 @@ class ChatListView(TenantScoped, APIView):
 
 
 class ChatDetailView(TenantScoped, APIView):
-    @extend_schema(operation_id="chats_retrieve", summary="One chat", tags=TAGS, responses={200: s.ChatSerializer, **errors(*READ_ERRORS)})
+    @extend_schema(operation_id="chats_retrieve",
+                   summary="One chat", tags=TAGS, responses={200: s.ChatSerializer, **errors(*READ_ERRORS)})
     def get(self, request, chat_id: int):
         return Response(s.ChatSerializer(chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)).data)
 
-    @extend_schema(operation_id="chats_update", summary="Rename a chat or switch its model", tags=TAGS, request=s.ChatUpdateRequest,
+    @extend_schema(operation_id="chats_update",
+                   summary="Rename a chat or switch its model", tags=TAGS, request=s.ChatUpdateRequest,
                    responses={200: s.ChatSerializer, **errors(*WRITE_ERRORS)})
     def patch(self, request, chat_id: int):
         data = self.body()
@@ -55,7 +59,8 @@ class ChatDetailView(TenantScoped, APIView):
 
 
 class MessageListView(TenantScoped, APIView):
-    @extend_schema(operation_id="messages_list", summary="A chat's messages, oldest first", tags=TAGS, parameters=PAGE_PARAMETERS,
+    @extend_schema(operation_id="messages_list",
+                   summary="A chat's messages, oldest first", tags=TAGS, parameters=PAGE_PARAMETERS,
                    responses={200: s.MessagePage, **errors(400, *READ_ERRORS)})
     def get(self, request, chat_id: int):
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)

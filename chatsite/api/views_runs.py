@@ -31,7 +31,8 @@ class RunCancelView(TenantScoped, APIView):
 
 
 class ModelListView(TenantScoped, APIView):
-    @extend_schema(operation_id="models_list", summary="The models your tenant may use, and whether each is up", tags=["models"],
+    @extend_schema(operation_id="models_list",
+                   summary="The models your tenant may use, and whether each is up", tags=["models"],
                    responses={200: s.ModelSerializer(many=True), **errors(*READ_ERRORS)})
     def get(self, request):
         workers = live_workers()

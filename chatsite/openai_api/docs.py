@@ -1,7 +1,6 @@
 """OpenAPI documentation of the /v1/ endpoints: request and response shapes, and
 documentation-only views the schema hook adds (chatsite.api.openapi). The real
 handlers are the async views in chatsite.openai_api.views."""
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.views import APIView
@@ -38,17 +37,20 @@ class OpenAIStreamOptions(serializers.Serializer):
 class OpenAIChatCompletionRequest(serializers.Serializer):
     model = serializers.CharField(help_text="A model id from GET /v1/models (a model pool's name).")
     messages = OpenAIChatMessage(many=True, help_text="The conversation, oldest first; the last must be the user's.")
-    stream = serializers.BooleanField(required=False, default=False)
+    stream = serializers.BooleanField(required=False, default=False, help_text="Send the reply as it is generated "
+                                                                             "(text/event-stream).")
     stream_options = OpenAIStreamOptions(required=False, allow_null=True, help_text="Only with stream: true.")
     max_completion_tokens = serializers.IntegerField(required=False, min_value=1, allow_null=True,
                                                      help_text="At most the model's max_output_tokens.")
     max_tokens = serializers.IntegerField(required=False, min_value=1, allow_null=True,
                                           help_text="The older name of max_completion_tokens.")
-    temperature = serializers.FloatField(required=False, min_value=0, max_value=2, allow_null=True)
+    temperature = serializers.FloatField(required=False, min_value=0, max_value=2, allow_null=True,
+                                         help_text="0 to 2; default: the model's.")
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
                                    help_text="Greater than 0.")
-    stop = StopField(required=False, allow_null=True)
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True)
+    stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the reply.")
+    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
+                                    help_text="Same seed, prompt and sampling: the same reply.")
     n = serializers.IntegerField(required=False, min_value=1, max_value=1, allow_null=True,
                                  help_text="Only 1: more choices per request are refused with 400.")
     ignore_eos = serializers.BooleanField(required=False, help_text="vLLM's extra parameter: generate "
@@ -57,39 +59,40 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
 
 class OpenAIAssistantMessage(serializers.Serializer):
     role = serializers.ChoiceField(["assistant"])
-    content = serializers.CharField(allow_blank=True)
-    refusal = serializers.CharField(allow_null=True)
+    content = serializers.CharField(allow_blank=True, help_text="The reply, as saved on the run.")
+    refusal = serializers.CharField(allow_null=True, help_text="Always null.")
 
 
 class OpenAIChoice(serializers.Serializer):
-    index = serializers.IntegerField()
+    index = serializers.IntegerField(help_text="Always 0 (one choice).")
     message = OpenAIAssistantMessage()
-    logprobs = serializers.JSONField(allow_null=True)
+    logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
     finish_reason = serializers.ChoiceField(["stop", "length"])
 
 
 class OpenAIUsage(serializers.Serializer):
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField(help_text="The run's prompt tokens.")
+    completion_tokens = serializers.IntegerField(help_text="The run's reply tokens.")
+    total_tokens = serializers.IntegerField(help_text="The sum of both.")
 
 
 class OpenAIChatCompletion(serializers.Serializer):
     id = serializers.CharField(help_text="chatcmpl-<run id>: the run in GET /api/runs/{id}/ and the admin.")
     object = serializers.ChoiceField(["chat.completion"])
-    created = serializers.IntegerField()
-    model = serializers.CharField()
-    system_fingerprint = serializers.CharField(allow_null=True)
+    created = serializers.IntegerField(help_text="When the run was queued, Unix seconds.")
+    model = serializers.CharField(help_text="The model (pool) that answered.")
+    system_fingerprint = serializers.CharField(allow_null=True, help_text="Always null.")
     choices = OpenAIChoice(many=True)
     usage = OpenAIUsage()
 
 
 class OpenAIErrorDetail(serializers.Serializer):
-    message = serializers.CharField()
+    message = serializers.CharField(help_text="What went wrong and what to do about it.")
     type = serializers.CharField(help_text="invalid_request_error, authentication_error, rate_limit_error or "
                                            "server_error.")
-    param = serializers.CharField(allow_null=True)
-    code = serializers.CharField(allow_null=True)
+    param = serializers.CharField(allow_null=True, help_text="The request parameter at fault, if one is.")
+    code = serializers.CharField(allow_null=True, help_text="A stable machine-readable code, e.g. "
+                                                            "model_not_found, invalid_api_key.")
 
 
 class OpenAIErrorResponse(serializers.Serializer):
@@ -97,10 +100,10 @@ class OpenAIErrorResponse(serializers.Serializer):
 
 
 class OpenAIModel(serializers.Serializer):
-    id = serializers.CharField()
+    id = serializers.CharField(help_text="The name to send as `model`.")
     object = serializers.ChoiceField(["model"])
-    created = serializers.IntegerField()
-    owned_by = serializers.CharField()
+    created = serializers.IntegerField(help_text="When the pool was created, Unix seconds.")
+    owned_by = serializers.CharField(help_text="Always 'chatsite'.")
 
 
 class OpenAIModelList(serializers.Serializer):
@@ -123,6 +126,18 @@ A failure mid-reply is a `data: {"error": {...}}` line before `[DONE]`. Comment 
 may come while the model is quiet."""
 
 
+# The schema of an event-stream response describes one event, as an SSE parser reads it.
+CHUNK_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["message"]},
+        "data": {"type": "string", "description": "A chat.completion.chunk (or error) object as JSON, "
+                                                  "or `[DONE]` last."},
+    },
+}
+
+
 class ChatCompletionsDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
 
@@ -138,7 +153,7 @@ class ChatCompletionsDocs(APIView):
                                               {"role": "user", "content": "What does a for loop do?"}],
             "max_tokens": 16, "temperature": 0.7, "seed": 1})],
         responses={(200, "application/json"): OpenAIChatCompletion,
-                   (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=STREAM_DESCRIPTION),
+                   (200, "text/event-stream"): OpenApiResponse(CHUNK_EVENT_SCHEMA, description=STREAM_DESCRIPTION),
                    **_errors(400, 401, 404, 405, 413, 415, 429, 500, 503)},
     )
     def post(self, request):  # pragma: no cover - never routed
