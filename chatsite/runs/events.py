@@ -63,8 +63,9 @@ def decode(entry_id: str, fields: dict) -> Entry:
 
 
 def is_valid_stream_id(value: str) -> bool:
-    """Whether a client's Last-Event-ID is a well-formed stream id."""
-    return bool(_STREAM_ID.match(value))
+    """Whether a client's Last-Event-ID is a well-formed stream id (two unsigned
+    64-bit numbers: Redis refuses larger ones)."""
+    return bool(_STREAM_ID.match(value)) and all(int(part) < 2**64 for part in value.split("-"))
 
 
 def sse_frame(entry: Entry) -> bytes:

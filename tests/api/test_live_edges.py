@@ -50,7 +50,8 @@ def test_one_megabyte_body_is_413(live_url, auth, chat):
     assert Message.objects.count() == 0
 
 
-MALFORMED_IDS = ["abc", "1-", "-1", "1-2-3", "99999999999999999999999-0", "1.5-0", "🙂"]
+MALFORMED_IDS = ["abc", "1-", "-1", "1-2-3", "99999999999999999999999-0", "99999999999999999999-0", "0-18446744073709551616",
+                 "1.5-0", "🙂"]
 
 
 def test_malformed_last_event_id_is_400(live_url, fake_workers, auth, chat):
