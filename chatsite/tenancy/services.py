@@ -67,7 +67,8 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
 
 
 def api_key_authenticate(raw: str) -> ApiKey | None:
-    """The live key for a presented secret, or None; records when it was last used."""
+    """The live key for a presented secret, or None (unknown, revoked, or its user
+    inactive or no longer a member of its tenant); records when it was last used."""
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not _PREFIX_ID.fullmatch(parts[1]):
         return None
@@ -76,6 +77,8 @@ def api_key_authenticate(raw: str) -> ApiKey | None:
         return None
     if not (key.user.is_active and key.tenant.is_active):
         return None
+    if not Membership.objects.filter(user_id=key.user_id, tenant_id=key.tenant_id).exists():
+        return None  # removed from the tenant: the keys made while a member stop working too
     now = timezone.now()
     if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)  # at most once a minute per key
