@@ -6,8 +6,10 @@ Under /v1/ (the OpenAI-compatible API) the same errors use OpenAI's shape,
 """
 import logging
 
+import redis
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exc
 from rest_framework.response import Response
@@ -97,6 +99,10 @@ def exception_handler(exc, context):
         return Response(error_body("permission_denied", "you may not do this"), status=403)
     if isinstance(exc, drf_exc.APIException):
         return _drf_error(exc, context.get("request"), context.get("view"))
+    if isinstance(exc, (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError)):
+        log.warning("backing store unavailable: %s", exc)  # Postgres or Redis restarting: nothing was written
+        return Response(error_body("service_unavailable", "the service is briefly unavailable; nothing was saved, "
+                                   "try again in a few seconds"), status=503, headers={"Retry-After": "5"})
     return None  # a bug: Django's 500 handler answers (JSON for /api/, see json_handler500)
 
 
