@@ -22,6 +22,12 @@ class Sampling:
     ignore_eos: bool = False
 
 
+def has_surrogates(value: str) -> bool:
+    """Whether `value` holds a lone UTF-16 surrogate (a JSON "\\ud800" escape): not
+    text, and refused by Postgres."""
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+
+
 def clean_text(value, *, field: str, max_chars: int, allow_empty: bool = False) -> str:
     """A message body: a string of valid Unicode without NUL bytes, at most
     `max_chars`, and not blank unless `allow_empty`."""
@@ -29,8 +35,8 @@ def clean_text(value, *, field: str, max_chars: int, allow_empty: bool = False) 
         raise InvalidInput(f"{field} must be a string", field=field)
     if "\x00" in value:
         raise InvalidInput(f"{field} contains a NUL byte, which is not allowed", field=field)
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
-        raise InvalidInput(f"{field} is not valid UTF-8 text", field=field)
+    if has_surrogates(value):
+        raise InvalidInput(f"{field} is not valid UTF-8 text (it has an unpaired surrogate escape)", field=field)
     if not allow_empty and not value.strip():
         raise InvalidInput(f"{field} must not be empty", field=field)
     if len(value) > max_chars:
@@ -67,7 +73,8 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
     if isinstance(stop, str):
         stop = [stop]
     if (not isinstance(stop, list) or len(stop) > MAX_STOP_SEQUENCES
-            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS and "\x00" not in s for s in stop)):
+            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS and "\x00" not in s
+                       and not has_surrogates(s) for s in stop)):
         raise InvalidInput(f"stop must be a string or a list of at most {MAX_STOP_SEQUENCES} non-empty strings "
                            f"of at most {MAX_STOP_CHARS} characters", field="stop")
     if seed is None:
