@@ -4,10 +4,11 @@ from django.urls import path, re_path
 from django.views.decorators.cache import cache_control
 
 from chatsite.web import views
+from chatsite.web.csp import with_csp
 from chatsite.web.forms import LoginForm
 
-login_view = auth_views.LoginView.as_view(template_name="web/login.html", authentication_form=LoginForm,
-                                          redirect_authenticated_user=True)
+login_view = with_csp(auth_views.LoginView.as_view(template_name="web/login.html", authentication_form=LoginForm,
+                                                   redirect_authenticated_user=True))
 
 urlpatterns = [
     path("login/", login_view, name="login"),

@@ -18,6 +18,7 @@ from chatsite.chats.services import chat_delete, chat_update
 from chatsite.errors import NotFound, ServiceError
 from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.web import selectors
+from chatsite.web.csp import with_csp
 from chatsite.web.forms import RenameForm
 
 
@@ -60,6 +61,7 @@ def _page(request, tenant, chat):
 
 
 @require_GET
+@with_csp
 @with_tenant
 def home(request, tenant):
     """A new chat: the model picker and an empty conversation."""
@@ -67,6 +69,7 @@ def home(request, tenant):
 
 
 @require_GET
+@with_csp
 @with_tenant
 def chat_page(request, tenant, chat_id: int):
     return _page(request, tenant, _owned_chat(tenant, request, chat_id))
@@ -104,6 +107,7 @@ def healthz(request):
     return JsonResponse({"ok": True})
 
 
+@with_csp
 def handler404(request, exception=None):
     if request.path.startswith(("/api/", "/v1/")):
         return json_handler404(request, exception)

@@ -11,7 +11,7 @@
   const state = { chat: page.chat, active: null, sending: false };
   const thread = $("thread"), input = $("composer-input"), form = $("composer");
   const sendBtn = $("send-btn"), stopBtn = $("stop-btn"), conn = $("conn"), empty = $("empty");
-  const modelSelect = $("model-select"), modelState = $("model-state"), jump = $("jump");
+  const modelSelect = $("model-select"), modelState = $("model-state"), jump = $("jump"), hint = $("composer-hint");
 
   ns.state = state;
   ns.replies = {};
@@ -60,7 +60,16 @@
     stopBtn.hidden = !busy;
     stopBtn.disabled = busy && state.active.stopping === true;
     sendBtn.disabled = busy || state.sending || !input.value.trim();
+    hint.replaceChildren(...(busy ? HINT_BUSY : HINT_IDLE).map((part) => {
+      if (!part.startsWith("#")) return document.createTextNode(part);
+      const key = document.createElement("kbd");
+      key.textContent = part.slice(1);
+      return key;
+    }));
   }
+
+  const HINT_IDLE = ["#Enter", " to send · ", "#Shift", "+", "#Enter", " for a new line"];
+  const HINT_BUSY = ["Writing a reply… ", "#Esc", " or the stop button to stop it"];
 
   function autosize() {
     input.style.height = "auto";

@@ -114,3 +114,11 @@ def test_new_chat_picks_the_first_model_that_is_up(signed_in, tenant):
     assert data["chat"] is None and data["messages"] == []
     assert [m["id"] for m in data["models"]] == ["alpha", "beta"]
     assert not any(m["up"] for m in data["models"])  # no worker is running in this test
+
+
+def test_pages_forbid_inline_and_foreign_scripts(signed_in, client, chat):
+    for resp in (signed_in.get("/"), signed_in.get(f"/c/{chat.pk}/")):
+        policy = resp["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    client.logout()
+    assert "script-src 'self'" in client.get("/login/")["Content-Security-Policy"]
