@@ -7,6 +7,7 @@ Sync and async capable, so async views stay on the event loop.
 """
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
+from django.http import JsonResponse
 from django.urls import is_valid_path
 
 from chatsite.api.errors import edge_error, too_large_message
@@ -73,6 +74,12 @@ class ApiErrorMiddleware:
                 or getattr(response, "streaming", False)
                 or response.get("Content-Type", "").startswith("application/json")):
             return response
-        code, message = _message(request, response)
         kept = {h: response[h] for h in KEPT_HEADERS if response.has_header(h)}
+        data = getattr(response, "data", None)  # a DRF error rendered for a browser (Accept: text/html)
+        if isinstance(data, dict) and isinstance(data.get("error"), dict):
+            reshaped = JsonResponse(data, status=response.status_code)
+            for name, value in kept.items():
+                reshaped[name] = value
+            return reshaped
+        code, message = _message(request, response)
         return edge_error(request.path, response.status_code, code, message, headers=kept)

@@ -105,3 +105,12 @@ def test_openai_auth_errors(db):
     assert_openai_error(Client(HTTP_AUTHORIZATION="Bearer nope").post("/v1/chat/completions", {},
                                                                       content_type="application/json"),
                         401, "invalid_api_key")
+
+
+def test_errors_stay_json_and_specific_when_a_browser_asks_for_html(client, chat):
+    resp = client.get("/api/chats/999999/", HTTP_ACCEPT="text/html")
+    assert assert_error(resp, 404, "not_found")["message"] == "no such chat"
+    resp = client.post(f"/api/chats/{chat.pk}/messages/", {"content": ""}, content_type="application/json",
+                       HTTP_ACCEPT="text/html,application/xhtml+xml")
+    assert "content must not be empty" in assert_error(resp, 400, field="content")["message"]
+    assert client.get("/api/chats/", HTTP_ACCEPT="text/html").status_code == 200  # the browsable API stays
