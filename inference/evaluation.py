@@ -1,0 +1,127 @@
+"""Task-level figures of one engine configuration, for the quality gate.
+
+Starts the engine exactly as a worker does (AsyncLLM from the spec's pinned
+arguments), then measures: greedy completions of a fixed prompt set, held-out
+perplexity, and the speculative acceptance counters. vLLM's engine core is a
+spawned process: callers run under an `if __name__ == "__main__"` guard
+(manage.py has one).
+"""
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+
+from inference.specs import EngineSpec
+
+# Fixed prompts: trained topics and held-out ones (keys the demo models never saw).
+GATE_PROMPTS = (
+    "Explain the for statement.", "Explain the while statement.", "Explain the if statement.",
+    "Explain the with statement.", "Explain the try statement.", "Explain lambda.",
+    "Explain the import statement.", "Explain the return statement.", "Explain assignment statements.",
+    "Explain the raise statement.", "What is a list?", "Tell me more about dictionaries.",
+    "Explain the pass statement.", "Explain comparisons.", "Explain string methods.",
+    "Tell me more about the global statement.",
+)
+GATE_MAX_TOKENS = 48
+PPL_WINDOW_TOKENS = 256
+
+
+@dataclass
+class Measurement:
+    """What one engine configuration produced; every list follows GATE_PROMPTS."""
+
+    completions: list[list[int]]
+    texts: list[str]
+    heldout_nll: float  # summed negative log-likelihood (nats) of the held-out tokens
+    heldout_tokens: int
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    seconds: dict = field(default_factory=dict)
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.heldout_nll / self.heldout_tokens) if self.heldout_tokens else float("nan")
+
+
+def _spec_counter_logger(sink: dict):
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class _SpecCounter(StatLoggerBase):
+        def __init__(self, vllm_config, engine_index: int = 0):
+            pass
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            spec = getattr(scheduler_stats, "spec_decoding_stats", None) if scheduler_stats else None
+            if spec is not None:
+                sink["draft"] = sink.get("draft", 0) + spec.num_draft_tokens
+                sink["accepted"] = sink.get("accepted", 0) + spec.num_accepted_tokens
+
+        def log_engine_initialized(self):
+            pass
+
+    return _SpecCounter
+
+
+def prompt_ids(tokenizer, text: str) -> list[int]:
+    """The chat-templated prompt of one user message, as the platform sends it."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                        tokenize=True)
+    return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
+
+def heldout_windows(tokenizer, text: str, window: int = PPL_WINDOW_TOKENS) -> list[list[int]]:
+    """Held-out text as BOS-prefixed windows of `window` tokens (the last one shorter)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    bos = tokenizer.bos_token_id
+    return [[bos] + ids[i:i + window] for i in range(0, len(ids), window) if len(ids[i:i + window]) > 1]
+
+
+async def _final(engine, ids: list[int], params, request_id: str):
+    final = None
+    async for out in engine.generate({"prompt_token_ids": ids}, params, request_id):
+        final = out
+    return final
+
+
+async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int) -> Measurement:
+    from transformers import AutoTokenizer
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    tokenizer = AutoTokenizer.from_pretrained(spec.model)
+    counters: dict = {}
+    started = time.monotonic()
+    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[_spec_counter_logger(counters)])
+    seconds = {"start": time.monotonic() - started}
+    try:
+        # 1) greedy completions of the fixed prompts, all in flight together as in serving
+        greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0,
+                                output_kind=RequestOutputKind.FINAL_ONLY)
+        t = time.monotonic()
+        outs = await asyncio.gather(*(_final(engine, prompt_ids(tokenizer, p), greedy, f"gate-{i}")
+                                      for i, p in enumerate(prompts)))
+        seconds["greedy"] = time.monotonic() - t
+        # 2) held-out perplexity: the log-probability of every held-out token given the ones before
+        score = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0,
+                               output_kind=RequestOutputKind.FINAL_ONLY)
+        t = time.monotonic()
+        windows = heldout_windows(tokenizer, heldout_text)
+        scored = await asyncio.gather(*(_final(engine, w, score, f"ppl-{i}") for i, w in enumerate(windows)))
+        seconds["perplexity"] = time.monotonic() - t
+        nll, count = 0.0, 0
+        for window, out in zip(windows, scored):
+            for token, logprobs in zip(window[1:], out.prompt_logprobs[1:]):
+                nll -= logprobs[token].logprob
+                count += 1
+    finally:
+        engine.shutdown()
+    return Measurement(completions=[list(o.outputs[0].token_ids) for o in outs],
+                       texts=[o.outputs[0].text for o in outs], heldout_nll=nll, heldout_tokens=count,
+                       draft_tokens=counters.get("draft", 0), accepted_tokens=counters.get("accepted", 0),
+                       seconds=seconds)
+
+
+def measure(spec: EngineSpec, *, heldout_text: str, prompts=GATE_PROMPTS,
+            max_tokens: int = GATE_MAX_TOKENS) -> Measurement:
+    """Start the engine for `spec`, measure it, shut it down (blocking; ~1 min on a CPU)."""
+    return asyncio.run(_measure(spec, prompts, heldout_text, max_tokens))
