@@ -1,0 +1,92 @@
+"""The quality gate on real engines: speculation must leave every greedy reply
+unchanged; a lossy variant is judged by the operator's tolerance on real figures."""
+import pytest
+from django.core.management import call_command
+
+from chatsite.pools.demo import DEMO_ENGINE_ARGS
+from chatsite.pools.models import GateStatus, ModelPool
+from tests.factories import PoolFactory
+from workers.quality_gate import Tolerance, judge
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+LOSSY = {"dtype": "bfloat16", "quantization": "fp8_per_channel", "kv_cache_dtype": "fp8"}
+
+
+@pytest.fixture
+def base(db, settings):
+    return PoolFactory(name="gate-base", model=str(settings.CHATSITE["DEMO_MODELS_DIR"] / "flagship"),
+                       engine_args=DEMO_ENGINE_ARGS)
+
+
+def _variant(base, name, **overrides):
+    pool = PoolFactory(name=name, model=base.model, base_pool=base, enabled=False,
+                       engine_args={**DEMO_ENGINE_ARGS, **overrides})
+    pool.full_clean()  # the settings a worker would accept
+    return pool
+
+
+def _gate(*args) -> int:
+    try:
+        call_command("quality_gate", *args)
+    except SystemExit as exc:
+        return exc.code
+    return 0
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(1200)
+def test_ngram_speculation_passes_with_identical_greedy_replies(base):
+    pool = _variant(base, "gate-ngram", speculative_config=NGRAM)
+    assert _gate("--pool", pool.name, "--enable") == 0
+    pool.refresh_from_db()
+    r = pool.gate_report
+    assert pool.gate_status == GateStatus.PASSED and pool.gate_verdict == "passed" and pool.enabled
+    assert r["lossy"] == [] and r["exact_match"] == 1.0 and r["mismatch_count"] == 0
+    assert r["draft_tokens"] > 0  # the engine really speculated
+    assert 0 <= r["accepted_tokens"] <= r["draft_tokens"]
+    pool.full_clean()  # enabled, and the verdict is about this very configuration
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(1200)
+def test_the_small_model_drafting_for_the_flagship_passes_identical_greedy(base, settings):
+    draft = {"method": "draft_model", "model": str(settings.CHATSITE["DEMO_MODELS_DIR"] / "small"),
+             "num_speculative_tokens": 3}
+    pool = _variant(base, "gate-draft", speculative_config=draft)
+    assert _gate("--pool", pool.name) == 0
+    pool.refresh_from_db()
+    assert pool.gate_status == GateStatus.PASSED and pool.gate_report["exact_match"] == 1.0
+    assert pool.gate_report["draft_tokens"] > 0 and pool.gate_report["accepted_tokens"] > 0
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(1200)
+def test_a_lossy_variant_fails_a_tiny_tolerance_and_passes_a_loose_one_on_the_same_figures(base):
+    pool = _variant(base, "gate-lossy", **LOSSY)
+    assert _gate("--pool", pool.name, "--max-ppl-increase", "0", "--min-exact-match", "1") == 1
+    pool.refresh_from_db()
+    measured = pool.gate_report
+    assert pool.gate_status == GateStatus.FAILED and measured["reasons"]
+    assert "dtype 'bfloat16' (base 'float32')" in measured["lossy"]
+    # real figures: the variant's numbers differ from the base's
+    assert measured["variant_perplexity"] != measured["base_perplexity"] or measured["exact_match"] < 1
+    loose = ["--max-ppl-increase", str(max(0.0, measured["ppl_increase"]) + 0.05), "--min-exact-match",
+             str(max(0.0, measured["exact_match"] - 0.1))]
+    assert _gate("--pool", pool.name, "--rejudge", *loose) == 0
+    pool = ModelPool.objects.get(pk=pool.pk)
+    assert pool.gate_status == GateStatus.PASSED and pool.gate_report["reasons"] == []
+    assert pool.gate_report["variant_perplexity"] == measured["variant_perplexity"]  # judged, not re-measured
+    pool.engine_args = {**pool.engine_args, "kv_cache_dtype": "auto"}  # another configuration
+    assert pool.gate_verdict == "not checked"
+
+
+def test_a_lossless_variant_must_match_exactly_whatever_the_tolerance():
+    figures = {"exact_match": 15 / 16, "mismatch_count": 1, "prompts": 16, "ppl_increase": 0.0,
+               "base_perplexity": 9.0, "variant_perplexity": 9.0}
+    status, reasons = judge(figures, lossy=[], tolerance=Tolerance(max_ppl_increase=1.0, min_exact_match=0.0))
+    assert status == GateStatus.FAILED and "must not change any" in reasons[0]
+    status, _ = judge(figures, lossy=["quantization x"], tolerance=Tolerance(1.0, 0.9))
+    assert status == GateStatus.PASSED
+    status, reasons = judge({**figures, "ppl_increase": 0.03, "variant_perplexity": 9.27}, lossy=["x"],
+                            tolerance=Tolerance(0.02, 0.9))
+    assert status == GateStatus.FAILED and "perplexity rose +3.000%" in reasons[0]
