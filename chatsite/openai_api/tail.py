@@ -1,9 +1,10 @@
 """Following one run's Redis stream from an async view, without blocking a thread.
 
-XREAD BLOCK on the event loop's own async Redis client; new tokens only (a
-redelivered attempt's repeated entries are skipped by `seq`, as finalize does),
-ending with the terminal entry. A finished run whose stream has expired is
-replayed from Postgres. Reading never starts or cancels a generation.
+Through the web process's stream hub (chatsite.runs.stream_hub: one XREAD BLOCK
+on the event loop for every followed stream, shared with the SSE consumer); new
+tokens only (a redelivered attempt's repeated entries are skipped by `seq`, as
+finalize does), ending with the terminal entry. A finished run whose stream has
+expired is replayed from Postgres. Reading never starts or cancels a generation.
 """
 from collections.abc import AsyncIterator
 
@@ -14,8 +15,7 @@ from chatsite import redis_keys
 from chatsite.redis_client import get_async_redis
 from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
-
-READ_COUNT = 1000
+from chatsite.runs.stream_hub import get_hub
 
 
 def finished_run_entries(run_id: int) -> list[events.Entry] | None:
@@ -37,33 +37,46 @@ def finished_run_entries(run_id: int) -> list[events.Entry] | None:
 async def follow(run_id: int) -> AsyncIterator[events.Entry | None]:
     """The run's entries from the start: token entries carrying new text, then the
     terminal entry, then the end. Yields None after each quiet keep-alive interval,
-    so a streaming caller can send a comment and a dropped client is noticed."""
-    r = get_async_redis()
+    so a streaming caller can send a comment and a dropped client is noticed.
+    Raises HubError when Redis goes away."""
     key = redis_keys.run_stream(run_id)
-    block_ms = int(settings.CHATSITE["SSE_KEEPALIVE_SECONDS"] * 1000)
-    last_id, next_seq = "0-0", 0
-    while True:
-        if next_seq == 0 and last_id == "0-0" and not await r.exists(key):
-            replay = await sync_to_async(finished_run_entries)(run_id)
-            if replay is not None:
-                for entry in replay:
-                    yield entry
-                return
-        result = await r.xread({key: last_id}, count=READ_COUNT, block=block_ms)
-        if not result:
-            yield None
-            continue
-        for entry_id, fields in result[0][1]:
-            last_id = entry_id
-            entry = events.decode(entry_id, fields)
-            if entry.is_terminal:
-                yield entry
-                return
-            if entry.seq + entry.n <= next_seq:
-                continue  # already seen: a later attempt repeating tokens
-            if entry.seq != next_seq:
-                yield events.Entry(entry_id, events.ERROR, code="stream_corrupt",
-                                   message=f"the token stream skips from {next_seq} to {entry.seq}")
-                return
-            next_seq += entry.n
+    keepalive = settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]
+    next_seq = 0
+    replay = await _replay_if_expired(key, run_id)
+    if replay is not None:
+        for entry in replay:
             yield entry
+        return
+    hub = get_hub()
+    sub = await hub.subscribe(key, "0-0")
+    try:
+        while True:
+            batch = await sub.next(keepalive)
+            if batch is None:
+                replay = await _replay_if_expired(key, run_id) if next_seq == 0 else None
+                for entry in replay or [None]:
+                    yield entry
+                if replay is not None:
+                    return
+                continue
+            for entry_id, fields in batch:
+                entry = events.decode(entry_id, fields)
+                if entry.is_terminal:
+                    yield entry
+                    return
+                if entry.seq + entry.n <= next_seq:
+                    continue  # already seen: a later attempt repeating tokens
+                if entry.seq != next_seq:
+                    yield events.Entry(entry_id, events.ERROR, code="stream_corrupt",
+                                       message=f"the token stream skips from {next_seq} to {entry.seq}")
+                    return
+                next_seq += entry.n
+                yield entry
+    finally:
+        hub.unsubscribe(sub)
+
+
+async def _replay_if_expired(key: str, run_id: int) -> list[events.Entry] | None:
+    if await get_async_redis().exists(key):
+        return None
+    return await sync_to_async(finished_run_entries)(run_id)
