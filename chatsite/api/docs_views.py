@@ -74,7 +74,7 @@ class RunEventsDocs(APIView):
             (200, "text/event-stream"): OpenApiResponse(
                 RUN_EVENT_SCHEMA, description="The event stream (see the table above); the schema is one event's.",
                 examples=[OpenApiExample("A short reply", value=STREAM_EXAMPLE, media_type="text/event-stream")]),
-            **errors(400, 401, 404, 405),
+            **errors(400, 401, 404, 405, 500, 503),
         },
     )
     def get(self, request, run_id: int):  # pragma: no cover - never routed

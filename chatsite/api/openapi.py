@@ -17,10 +17,12 @@ ERROR_TEXT = {
     413: "The request body is larger than the limit (256 KiB by default).",
     415: "The body is not JSON (send Content-Type: application/json).",
     429: "The tenant's budget, concurrency or rate limit is reached; retry after `Retry-After` seconds.",
-    503: "The model is overloaded (shedding load); retry after `Retry-After` seconds.",
+    500: "A bug on our side; it is logged.",
+    503: "The model is overloaded (shedding load), or the service is briefly unavailable (Postgres or Redis "
+         "restarting; nothing was saved); retry after `Retry-After` seconds.",
 }
-READ_ERRORS = (401, 404)
-WRITE_ERRORS = (400, 401, 404, 413, 415)
+READ_ERRORS = (401, 404, 503)
+WRITE_ERRORS = (400, 401, 404, 413, 415, 503)
 
 
 def errors(*statuses: int) -> dict:

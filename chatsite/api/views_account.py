@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from chatsite.api import serializers_account as s
 from chatsite.api.mixins import TenantScoped
-from chatsite.api.openapi import READ_ERRORS, errors
+from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.tenancy.selectors import api_key_get, api_keys_for
 from chatsite.tenancy.services import api_key_create, api_key_revoke
 from chatsite.usage.selectors import usage_this_month
@@ -26,7 +26,7 @@ class ApiKeyListView(TenantScoped, APIView):
                    examples=[OpenApiExample("A key", value={"name": "nightly batch"}, request_only=True)],
                    description="The response's `secret` is the whole key; only a hash is kept, so it cannot "
                                "be shown again. Use it as `Authorization: Bearer KEY`.",
-                   responses={201: s.ApiKeyCreatedSerializer, **errors(400, 401, 404, 409, 413, 415)})
+                   responses={201: s.ApiKeyCreatedSerializer, **errors(409, *WRITE_ERRORS)})
     def post(self, request):
         key, secret = api_key_create(user=request.user, tenant=self.tenant, name=self.body().get("name"))
         return Response({**s.ApiKeySerializer(key).data, "secret": secret}, status=status.HTTP_201_CREATED)

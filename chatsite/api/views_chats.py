@@ -19,7 +19,7 @@ TAGS = ["chats"]
 class ChatListView(TenantScoped, APIView):
     @extend_schema(operation_id="chats_list",
                    summary="List your chats, newest first", tags=TAGS, parameters=PAGE_PARAMETERS,
-                   responses={200: s.ChatPage, **errors(400, 401, 404)})
+                   responses={200: s.ChatPage, **errors(400, *READ_ERRORS)})
     def get(self, request):
         chats = chats_for(tenant=self.tenant, user=request.user)
         return Response(paginate(request, chats, lambda rows: s.ChatSerializer(rows, many=True).data))

@@ -115,7 +115,8 @@ def _errors(*statuses) -> dict:
     text = {400: "Invalid request (`param` names the field).", 401: "Missing, invalid or revoked API key.",
             404: "No such model for you.", 405: "Method not allowed.", 413: "Body too large.",
             415: "The body is not JSON.", 429: "The tenant's limits; see Retry-After.",
-            500: "The model failed while generating.", 503: "Overloaded; see Retry-After."}
+            500: "The model failed while generating.",
+            503: "Overloaded, or briefly unavailable; see Retry-After."}
     return {s: OpenApiResponse(OpenAIErrorResponse, description=text[s]) for s in statuses}
 
 
@@ -165,7 +166,7 @@ class ModelListDocs(APIView):
 
     @extend_schema(operation_id="openai_models_list", tags=["openai"], summary="List models (OpenAI)",
                    description="The enabled model pools your tenant may use.",
-                   responses={200: OpenAIModelList, **_errors(401, 405)})
+                   responses={200: OpenAIModelList, **_errors(401, 405, 503)})
     def get(self, request):  # pragma: no cover - never routed
         raise NotImplementedError
 
@@ -174,6 +175,6 @@ class ModelDetailDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
 
     @extend_schema(operation_id="openai_models_retrieve", tags=["openai"], summary="Retrieve a model (OpenAI)",
-                   responses={200: OpenAIModel, **_errors(401, 404, 405)})
+                   responses={200: OpenAIModel, **_errors(401, 404, 405, 503)})
     def get(self, request, model: str):  # pragma: no cover - never routed
         raise NotImplementedError

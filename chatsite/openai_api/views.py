@@ -5,9 +5,12 @@ output by XREAD BLOCK on the event loop (chatsite.openai_api.tail), so no thread
 waits for the model. A streaming client that hangs up stops only its own
 reading: the run goes on and is saved (it is not a cancel).
 """
+import functools
 import logging
 
+import redis
 from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -22,11 +25,29 @@ from chatsite.pools.selectors import pools_for_tenant
 from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_finalize
+from chatsite.runs.stream_hub import HubError
 
 log = logging.getLogger(__name__)
 
 # Errors a run can end with that are the request's fault, not the server's.
 CLIENT_RUN_ERRORS = {"context_length_exceeded": 400}
+UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError, HubError)
+
+
+def openai_view(view):
+    """CSRF-exempt (bearer keys only), and Postgres or Redis being briefly away is a
+    503 with Retry-After in OpenAI's shape, as the REST API answers."""
+
+    @functools.wraps(view)
+    async def wrapper(request, *args, **kwargs):
+        try:
+            return await view(request, *args, **kwargs)
+        except UNAVAILABLE as exc:
+            log.warning("%s: backing store unavailable: %s", request.path, exc)
+            return error_response(503, "service_unavailable", "the service is briefly unavailable; try again in "
+                                  "a few seconds", headers={"Retry-After": "5"})
+
+    return csrf_exempt(wrapper)
 
 
 def _submit(key, req: CompletionRequest) -> GenerationRun:
@@ -51,7 +72,7 @@ def _service_error(exc: ServiceError, req: CompletionRequest | None):
     return from_service_error(exc)
 
 
-@csrf_exempt
+@openai_view
 async def chat_completions(request):
     req = None
     try:
@@ -117,7 +138,7 @@ def _models(key, name: str | None = None) -> list:
     return pools if name is None else [p for p in pools if p.name == name]
 
 
-@csrf_exempt
+@openai_view
 async def models_list(request):
     try:
         require_method(request, "GET")
@@ -127,7 +148,7 @@ async def models_list(request):
     return JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
 
 
-@csrf_exempt
+@openai_view
 async def model_detail(request, model: str):
     try:
         require_method(request, "GET")

@@ -11,10 +11,12 @@ import json
 import logging
 from urllib.parse import parse_qs
 
+import redis
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from chatsite import redis_keys
 from chatsite.errors import ServiceError
@@ -24,6 +26,8 @@ from chatsite.runs.access import authorize_run, run_snapshot
 from chatsite.runs.stream_hub import get_hub
 
 log = logging.getLogger(__name__)
+
+UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError)
 
 SSE_HEADERS = [
     (b"Content-Type", b"text/event-stream; charset=utf-8"),
@@ -65,10 +69,16 @@ class RunEventsConsumer(AsyncHttpConsumer):
             await self._serve_inner()
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("SSE stream failed")
             with contextlib.suppress(Exception):
-                await self.send_body(b"", more_body=False)
+                if getattr(self, "_streaming", False):
+                    await self.send_body(b"", more_body=False)
+                elif isinstance(exc, UNAVAILABLE):  # before any byte was sent: answer in the API's error shape
+                    await self._error(503, "service_unavailable", "the service is briefly unavailable; "
+                                                                  "try again in a few seconds")
+                else:
+                    await self._error(500, "server_error", "something went wrong on our side; it has been logged")
 
     async def _serve_inner(self) -> None:
         if self.scope["method"] not in ("GET", "HEAD"):
@@ -82,6 +92,7 @@ class RunEventsConsumer(AsyncHttpConsumer):
         if last_id is not None and not events.is_valid_stream_id(last_id):
             return await self._error(400, "invalid_last_event_id",
                                      "Last-Event-ID must be an event id this stream sent, like 1700000000000-0")
+        self._streaming = True
         await self.send_headers(status=200, headers=SSE_HEADERS)
         await self.send_body(b"retry: 1000\n\n", more_body=True)
         await self._follow(run.pk, last_id or "0-0")
