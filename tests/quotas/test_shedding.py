@@ -1,0 +1,47 @@
+"""Load shedding at the edge: a pool over its queue limits refuses with 503 and Retry-After."""
+import pytest
+
+from chatsite.errors import Overloaded
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_submit
+from tests.factories import ChatFactory, PoolFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_pool_over_its_queue_limit_refuses_with_retry_after(tenant, user):
+    pool = PoolFactory(name="tiny-queue", max_queued_runs=2)
+    chats = [ChatFactory(tenant=tenant, owner=user, pool=pool) for _ in range(3)]
+    run_submit(chat=chats[0], content="one")
+    run_submit(chat=chats[1], content="two")  # nothing consumes this pool: both stay queued
+    with pytest.raises(Overloaded) as info:
+        run_submit(chat=chats[2], content="three")
+    assert info.value.status == 503 and info.value.retry_after >= 1
+    assert "waiting" in info.value.message
+    assert GenerationRun.objects.filter(pool=pool).count() == 2 and chats[2].messages.count() == 0
+
+
+def test_expected_wait_over_the_limit_is_shed(tenant, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    pool = PoolFactory(name="slow-pool", max_queued_runs=100, max_queue_wait_seconds=5)
+    chats = [ChatFactory(tenant=tenant, owner=user, pool=pool) for _ in range(5)]
+    done = run_submit(chat=chats[0], content="finished one")
+    GenerationRun.objects.filter(pk=done.pk).update(status="completed", finished_at=timezone.now() - timedelta(seconds=5))
+    run_submit(chat=chats[1], content="waiting")  # nothing waited yet: admitted
+    # one run finished in the last minute and one waits: a new one would wait ~60 s, over the 5 s limit
+    with pytest.raises(Overloaded) as info:
+        run_submit(chat=chats[2], content="one too many")
+    assert "would wait about 60 s" in info.value.message and info.value.retry_after == 55
+
+
+def test_http_answer_is_503_with_retry_after(client, tenant, user):
+    pool = PoolFactory(name="full-pool", max_queued_runs=1)
+    a, b = ChatFactory(tenant=tenant, owner=user, pool=pool), ChatFactory(tenant=tenant, owner=user, pool=pool)
+    client.force_login(user)
+    assert client.post(f"/api/chats/{a.pk}/messages/", {"content": "hi"}, content_type="application/json").status_code == 202
+    resp = client.post(f"/api/chats/{b.pk}/messages/", {"content": "hi"}, content_type="application/json")
+    assert resp.status_code == 503 and int(resp["Retry-After"]) >= 1
+    assert resp.json()["error"]["code"] == "overloaded"
