@@ -1,0 +1,216 @@
+"""The platform under benchmark: its own Postgres database, its own Redis database
+number, one daphne and Celery workers as subprocesses, and an API key.
+
+Nothing here is shared with the test suite: the Redis database is claimed with the
+same slot protocol settings_test uses (a key in db 0), so a concurrent test session
+never picks it, and the Postgres database is dropped and created fresh. The bench
+process itself never loads Django: setup goes through manage.py commands, checks
+through plain SQL, so two stacks (two code trees) can run side by side.
+"""
+import atexit
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+import redis
+
+from bench import common
+
+PG = "postgres://postgres@127.0.0.1:5432"
+REDIS_BASE = "redis://127.0.0.1:6379"
+
+
+def claim_redis_db(preferred=(14, 15, 13, 12, 11)) -> int:
+    client = redis.Redis.from_url(f"{REDIS_BASE}/0")
+    token = f"bench-{os.getpid()}"
+    for slot in preferred:
+        if client.set(f"chatsite-test-slot:{slot}", token, nx=True, ex=3 * 3600):
+            atexit.register(lambda s=slot: client.eval(
+                "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end", 1,
+                f"chatsite-test-slot:{s}", token))
+            redis.Redis.from_url(f"{REDIS_BASE}/{slot}").flushdb()
+            return slot
+    raise RuntimeError("no free Redis database among %s" % (preferred,))
+
+
+def fresh_database(name: str) -> str:
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{PG}/{name}"
+
+
+class Stack:
+    """Env, database and Redis for one benchmark; start web and workers on it.
+    `root` is the code tree the processes run (this checkout by default)."""
+
+    def __init__(self, *, db_name: str = "bench_chatsite", root: Path = common.ROOT, debug: bool = False,
+                 **extra_env):
+        self.root = Path(root)
+        self.db_name = db_name
+        self.db_url = fresh_database(db_name)
+        self.redis_db = claim_redis_db()
+        self.redis_url = f"{REDIS_BASE}/{self.redis_db}"
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatsite.settings", "DATABASE_URL": self.db_url,
+                    "REDIS_URL": self.redis_url, "CELERY_BROKER_URL": self.redis_url, "PYTHONUNBUFFERED": "1",
+                    "DJANGO_DEBUG": "1" if debug else "0", "LOG_LEVEL": "WARNING",
+                    "CHATSITE_DEMO_MODELS_DIR": str(common.MODEL_DIR.parent),
+                    **{k: str(v) for k, v in extra_env.items()}}
+        self.procs: list[Proc] = []
+        self.manage("migrate", "--verbosity", "0")
+        atexit.register(self.stop)
+
+    def manage(self, *args: str) -> str:
+        out = subprocess.run([common.PY, "manage.py", *args], cwd=self.root, env=self.env, capture_output=True,
+                             text=True, timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+        return out.stdout
+
+    def seed(self, *, engine_args: dict | None = None) -> str:
+        """The demo tenant, user and pools (flagship engine args overridable); returns an API key."""
+        self.manage("seed_demo")
+        if engine_args:
+            self.set_engine_args(engine_args)
+        return self.manage("create_api_key", "--user", "demo", "--name", "bench").strip().splitlines()[-1]
+
+    def set_engine_args(self, overrides: dict) -> None:
+        """The flagship pool's engine arguments: DEMO_ENGINE_ARGS with these overrides."""
+        with self.sql() as conn:
+            conn.execute("update pools_modelpool set engine_args = %s where name = %s",
+                         (json.dumps({**common.demo_engine_args(), **overrides}), common.POOL))
+
+    def sql(self) -> psycopg.Connection:
+        return psycopg.connect(self.db_url, autocommit=True)
+
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis_url, decode_responses=True)
+
+    def start_web(self, **env) -> tuple["Proc", str]:
+        port = common.free_port()
+        proc = self._start(f"web-{port}", ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                           "chatsite.asgi:application"], env)
+        url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            proc.check()
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    return proc, url
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise TimeoutError(f"daphne did not answer; see {proc.log_path}")
+
+    def start_worker(self, name: str, *, pool: str = common.POOL, timeout: float = 600, **env) -> "Proc":
+        proc = self._start(f"worker-{name}", ["-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
+                                              "-n", f"{name}@%h", "-l", "warning", "--without-gossip",
+                                              "--without-mingle"], env)
+        self.wait_worker(name, proc, timeout)
+        return proc
+
+    def live_workers(self) -> dict[str, dict]:
+        """Worker name -> its latest heartbeat (what chatsite.pools.health reads)."""
+        from chatsite import redis_keys  # key names only; no Django
+
+        r = self.redis()
+        names = r.zrangebyscore(redis_keys.workers_index(), time.time() - 3.0, "+inf")
+        return {n: r.hgetall(redis_keys.worker_heartbeat(n)) for n in names}
+
+    def wait_worker(self, name: str, proc: "Proc", timeout: float) -> None:
+        """Ready when its heartbeat says the engine is loaded (the log level is warning)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            proc.check()
+            beat = next((b for w, b in self.live_workers().items() if w.startswith(f"{name}@")), None)
+            if beat and beat.get("ready") == "1":
+                time.sleep(1.0)  # the consumer starts right after the engine step
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"worker {name} not ready after {timeout} s; see {proc.log_path}")
+
+    def _start(self, name: str, args: list[str], env: dict) -> "Proc":
+        proc = Proc(f"{self.db_name}-{name}", [common.PY, *args], {**self.env, **{k: str(v) for k, v in env.items()}},
+                    cwd=self.root)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.procs.clear()
+
+
+class Proc:
+    """A child process in its own session, output in var/log/bench/NAME.log."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict, cwd: Path = common.ROOT):
+        common.LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = common.LOG_DIR / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.popen = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def check(self) -> None:
+        if self.popen.poll() is not None:
+            raise RuntimeError(f"{self.name} exited ({self.popen.returncode}); see {self.log_path}")
+
+    def stop(self, timeout: float = 60) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(10)
+        self._log.close()
+
+
+def redis_server_pid(redis_url: str) -> int:
+    return int(redis.Redis.from_url(redis_url).info("server")["process_id"])
+
+
+class PgConnections:
+    """Samples how many Postgres connections a database holds (every 0.2 s, in a
+    thread) and how many the whole server has; the server is shared."""
+
+    def __init__(self, db_name: str):
+        import threading
+
+        self.db_name = db_name
+        self.peak = 0
+        self.server_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+            while not self._stop.wait(0.2):
+                mine, total = conn.execute("select count(*) filter (where datname = %s), count(*) "
+                                           "from pg_stat_activity where backend_type = 'client backend'",
+                                           (self.db_name,)).fetchone()
+                self.peak, self.server_peak = max(self.peak, mine), max(self.server_peak, total)
+
+
+def pg_free_connections() -> int:
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        limit = int(conn.execute("show max_connections").fetchone()[0])
+        used = conn.execute("select count(*) from pg_stat_activity where backend_type = 'client backend'").fetchone()[0]
+    return limit - used
