@@ -16,12 +16,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from chatsite.pools.models import ModelPool
 from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
 
 MAX_EXAMPLES = int(os.environ.get("CHATSITE_FUZZ_EXAMPLES", "25"))
 SEED = int(os.environ.get("CHATSITE_FUZZ_SEED", "20261130"))
 # The mark makes pytest-django set up the test database; the tests themselves write nothing.
 pytestmark = pytest.mark.django_db
+FUZZ_MAX_OUTPUT_TOKENS = 24
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance]
 
 
@@ -33,13 +35,17 @@ def fuzz_key(live_url, fake_workers, django_db_blocker):
     with django_db_blocker.unblock():
         tenant = TenantFactory(name="Fuzz", slug="fuzz")
         user = UserFactory(tenant=tenant)
-        ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name="flagship"))
-        PoolFactory(name="small")
+        pools = [PoolFactory(name="flagship"), PoolFactory(name="small")]
+        # Short replies keep the runs the fuzzer starts (up to max_output_tokens each) quick.
+        ModelPool.objects.filter(pk__in=[p.pk for p in pools]).update(max_output_tokens=FUZZ_MAX_OUTPUT_TOKENS)
+        ChatFactory(tenant=tenant, owner=user, pool=pools[0])
         key, secret = api_key_create(user=user, tenant=tenant, name="fuzz")
     yield key.pk, secret
     with django_db_blocker.unblock():
         tenant.delete()
         user.delete()
+        for pool in pools:
+            ModelPool.objects.filter(pk=pool.pk).update(max_output_tokens=pool.max_output_tokens)
 
 
 @pytest.fixture(scope="module")
