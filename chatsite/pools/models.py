@@ -5,7 +5,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from chatsite.pools.engine_config import engine_config_problems
+from chatsite.pools.engine_config import checkpoint_quantization, engine_config_problems
 
 
 class GateStatus(models.TextChoices):
@@ -65,9 +65,12 @@ class ModelPool(models.Model):
         args = self.engine_args if isinstance(self.engine_args, dict) else {}
         out = []
         if args.get("speculative_config"):
-            out.append(f"speculative ({args['speculative_config'].get('method')})")
+            spec = args["speculative_config"]
+            out.append(f"speculative ({spec.get('method') if isinstance(spec, dict) else spec})")
         if args.get("quantization"):
             out.append(f"quantization {args['quantization']}")
+        elif checkpoint_quantization(self.model):
+            out.append(f"quantized checkpoint ({checkpoint_quantization(self.model)})")
         if args.get("kv_cache_dtype", "auto") != "auto":
             out.append(f"KV cache {args['kv_cache_dtype']}")
         return out

@@ -49,6 +49,8 @@ BAD = [
      "unknown quantization scheme", False),
     ("gpu-only scheme on cpu", {"quantization": "fp8", "dtype": "bfloat16"}, 1024, "cpu", "engine_args",
      "accepted only for GPU pools", True),
+    ("unmeasured scheme on cpu", {"quantization": "awq", "dtype": "bfloat16"}, 1024, "cpu", "engine_args",
+     "not among the schemes that run on the CPU build", True),
     ("quantization over float32", {"quantization": "fp8_per_channel"}, 1024, "cpu", "engine_args",
      "needs dtype bfloat16 or float16", True),
     ("moe-only scheme on a dense model", {"quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"},
