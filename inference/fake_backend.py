@@ -30,7 +30,9 @@ class CharTokenizer:
         return [int.from_bytes(data[i:i + 3], "big") | (len(data[i:i + 3]) << 24) for i in range(0, len(data), 3)]
 
     def decode(self, ids):
-        return b"".join((i & 0xFFFFFF).to_bytes(i >> 24, "big") for i in ids).decode(errors="replace")
+        """Text of ids made by encode(); ids it did not make decode to nothing."""
+        return b"".join((i & 0xFFFFFF).to_bytes(i >> 24, "big") for i in ids
+                        if 1 <= i >> 24 <= 3 and (i & 0xFFFFFF) < 1 << (8 * (i >> 24))).decode(errors="replace")
 
 
 class FakeBackend:

@@ -12,6 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = ROOT / "var" / "log" / "tests"
 
 
+def _die_with_parent() -> None:
+    """A child the test session started gets SIGTERM if the session itself is killed."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,7 +50,7 @@ class Proc:
         self.log_path = LOG_DIR / f"{name}.log"
         self._log = open(self.log_path, "w")
         self.popen = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=_die_with_parent)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

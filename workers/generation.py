@@ -1,6 +1,8 @@
 """One run through this worker's engine: claim, continue from the stream, finalize."""
 import logging
 
+from django.db import connection
+
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 from chatsite.runs import events
@@ -88,6 +90,7 @@ def _generate_claimed(rt: Runtime, run: GenerationRun) -> str:
             seed=run.seed, stop=tuple(run.sampling.get("stop", ())),
             priority=TIER_PRIORITY.get(run.tier, 0), ignore_eos=bool(run.sampling.get("ignore_eos", False)),
         ))
+        connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
     finally:
         rt.writer.unregister(active)

@@ -103,6 +103,8 @@ class RunEventsConsumer(AsyncHttpConsumer):
         keepalive = settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]
         if await self._sent_snapshot(key, run_id):
             return
+        # A write retried across a Redis hiccup may repeat an entry; clients never see it twice.
+        sent_through = await self._seq_through(key, last_id)
         hub = get_hub()
         sub = await hub.subscribe(key, last_id)
         try:
@@ -116,12 +118,27 @@ class RunEventsConsumer(AsyncHttpConsumer):
                 frames = []
                 for entry_id, fields in batch:
                     entry = events.decode(entry_id, fields)
+                    if entry.type == events.TOKEN:
+                        if entry.seq + entry.n <= sent_through:
+                            continue
+                        sent_through = entry.seq + entry.n
                     frames.append(events.sse_frame(entry))
                     if entry.is_terminal:
                         return await self.send_body(b"".join(frames), more_body=True)
-                await self.send_body(b"".join(frames), more_body=True)
+                if frames:
+                    await self.send_body(b"".join(frames), more_body=True)
         finally:
             hub.unsubscribe(sub)
+
+    async def _seq_through(self, key: str, last_id: str) -> int:
+        """How many tokens the client had at `last_id` (0 from the start)."""
+        if last_id == "0-0":
+            return 0
+        entries = await get_async_redis().xrevrange(key, max=last_id, count=1)
+        for entry_id, fields in entries:
+            entry = events.decode(entry_id, fields)
+            return entry.seq + entry.n if entry.type == events.TOKEN else 0
+        return 0
 
     async def _sent_snapshot(self, key: str, run_id: int) -> bool:
         """A finished run whose stream has expired is served from Postgres."""

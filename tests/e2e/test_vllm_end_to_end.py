@@ -38,3 +38,37 @@ def test_second_turn_and_resume_on_the_real_engine(live_url, vllm_pool, tenant, 
     assert text_of(part) + text_of(rest) == saved.assistant_message.content
     assert saved.completion_tokens == 80 and saved.finish_reason == "length"
     assert saved.prompt_tokens > 0
+
+
+def test_cancel_aborts_in_vllm_and_frees_its_kv_blocks(live_url, vllm_pool, tenant, user, auth):
+    """Cancel reaches the engine within a step: the request's KV blocks are freed at once."""
+    import time
+
+    import httpx
+
+    from chatsite.pools.health import pool_workers
+    from tests.conftest import VLLM_POOL
+
+    def kv_use():
+        beats = pool_workers(VLLM_POOL)
+        return max(float(b["kv_cache_usage"]) for b in beats.values())
+
+    chat = ChatFactory(tenant=tenant, owner=user, pool=vllm_pool)
+    long_prompt = "Explain the for statement and the while statement in detail. " * 12
+    run = post_message(live_url, auth, chat.pk, content=long_prompt, max_tokens=500, ignore_eos=True)
+    url = live_url + run["events_url"]
+    read_events(url, headers=auth, max_events=5, timeout=120)
+    time.sleep(1.2)  # a heartbeat with the running request
+    during = kv_use()
+    cancelled_at = time.monotonic()
+    assert httpx.post(f"{live_url}/api/runs/{run['id']}/cancel", headers=auth, timeout=10).status_code == 200
+    evs = read_events(url, headers=auth, timeout=60)
+    stopped_after = time.monotonic() - cancelled_at
+    saved = wait_terminal(run["id"])
+    time.sleep(1.2)  # the next heartbeat
+    after = kv_use()
+    print(f"KV cache use: {during:.4f} while running, {after:.4f} after cancel; "
+          f"stream ended {stopped_after * 1000:.0f} ms after the cancel request")
+    assert evs[-1].data["finish_reason"] == "cancelled" and saved.status == "cancelled"
+    assert saved.completion_tokens < 500
+    assert during > 0 and after == 0

@@ -111,3 +111,23 @@ def test_cancel_stops_the_run_and_keeps_the_partial_reply(live_url, fake_workers
     assert text_of(evs).startswith(text_of(first))
     assert 3 <= saved.completion_tokens < 100  # stopped within a few steps of the request, not at 500
     assert httpx.post(f"{live_url}/api/runs/{run['id']}/cancel", headers=auth).json()["status"] == "cancelled"
+
+
+def test_a_repeated_entry_from_a_retried_write_reaches_no_client_twice(live_url, tenant, user, auth):
+    """A pipeline retried after a lost reply may append an entry twice; SSE skips it by seq,
+    from the start and on resume."""
+    from chatsite.runs.services import run_submit
+    from tests.factories import ChatFactory, PoolFactory
+
+    idle_pool = PoolFactory(name="no-worker-pool")  # no worker consumes it: we write the stream by hand
+    run = run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=idle_pool), content="hi")
+    key, r = redis_keys.run_stream(run.pk), get_redis()
+    for seq, text in [(0, "Hel"), (1, "lo"), (1, "lo"), (2, " wor"), (2, " wor"), (3, "ld")]:
+        r.xadd(key, events.token_fields(seq=seq, n=1, text=text, attempt=1))
+    r.xadd(key, events.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=4))
+    url = f"{live_url}/api/runs/{run.pk}/events"
+    whole = read_events(url, headers=auth)
+    assert text_of(whole) == "Hello world" and [e.data["seq"] for e in whole[:-1]] == [0, 1, 2, 3]
+    ids = [eid for eid, _ in r.xrange(key)]
+    resumed = read_events(url, headers=auth, last_event_id=ids[1])  # after the first "lo"
+    assert text_of(resumed) == " world"

@@ -40,7 +40,10 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
     if reply.terminal is None:
         return None
     with transaction.atomic():
-        run = GenerationRun.objects.select_for_update().select_related("assistant_message", "pool", "tenant").get(pk=run_id)
+        # of=self: lock the run row only, not the pool and tenant rows the join reads
+        # (locking those deadlocked with admissions inserting runs that reference them).
+        run = (GenerationRun.objects.select_for_update(of=("self",))
+               .select_related("assistant_message", "pool", "tenant").get(pk=run_id))
         if run.is_terminal:
             return run
         _apply(run, reply)
