@@ -33,7 +33,7 @@ def test_streamed_text_equals_saved_message(live_url, fake_workers, chat, auth):
 
 @pytest.mark.parametrize("k", [1, 5, 17])
 def test_resume_from_last_event_id_loses_and_repeats_nothing(live_url, fake_workers, chat, auth, k):
-    run = post_message(live_url, auth, chat.pk, max_tokens=40, temperature=0.5)
+    run = post_message(live_url, auth, chat.pk, max_tokens=40, temperature=0.5, ignore_eos=True)  # > k events
     url = live_url + run["events_url"]
     first = read_events(url, headers=auth, max_events=k)  # then the connection drops
     assert len(first) == k
@@ -45,7 +45,7 @@ def test_resume_from_last_event_id_loses_and_repeats_nothing(live_url, fake_work
 
 
 def test_second_reader_attaches_mid_run_and_sees_the_same_text(live_url, fake_workers, chat, auth):
-    run = post_message(live_url, auth, chat.pk, max_tokens=60)
+    run = post_message(live_url, auth, chat.pk, max_tokens=60, ignore_eos=True)
     url = live_url + run["events_url"]
     early = read_events(url, headers=auth, max_events=3)
     late = read_events(url, headers=auth)  # attaches while the run is going: replays, then live
