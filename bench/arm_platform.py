@@ -27,6 +27,8 @@ class Client:
     def __init__(self, url: str, key: str, http):
         self.url, self.http = url, http
         self.post_retries = 0
+        self.snapshots = 0  # replies served as one snapshot event instead of the live stream
+        self.conflicts = 0  # 409s retried: the chat's previous run was not finalized yet
         self.auth = {"Authorization": f"Bearer {key}"}
 
     async def new_chats(self, count: int) -> list[int]:
@@ -40,30 +42,35 @@ class Client:
         return list(await asyncio.gather(*(one() for _ in range(count))))
 
     async def turn(self, chat_id: int, content: str, *, max_tokens: int = common.OUTPUT_TOKENS,
-                   delays: list | None = None, on_run: asyncio.Future | None = None) -> common.Request:
+                   delays: list | None = None, on_run: asyncio.Future | None = None,
+                   retry_conflict: bool = False) -> common.Request:
         """One message: POST, then follow its events to the end. `delays` collects
         (receive wall ms - stream entry id ms) per token event; `on_run` gets the
-        run's events URL (None if the POST failed) as soon as it is known."""
+        run's events URL (None if the POST failed) as soon as it is known.
+        `retry_conflict` retries a 409 (the chat's last run not yet finalized) too."""
         try:
-            return await self._turn(chat_id, content, max_tokens, delays, on_run)
+            return await self._turn(chat_id, content, max_tokens, delays, on_run, retry_conflict)
         finally:
             if on_run is not None and not on_run.done():
                 on_run.set_result(None)
 
-    async def _turn(self, chat_id, content, max_tokens, delays, on_run) -> common.Request:
+    async def _turn(self, chat_id, content, max_tokens, delays, on_run, retry_conflict) -> common.Request:
         body = {"content": content, "max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "seed": 0,
                 "ignore_eos": True}
         req = common.Request(start=time.perf_counter())
         try:
-            for attempt in range(POST_ATTEMPTS):  # a 5xx is retried (and counted): see POST_ATTEMPTS
+            attempts = 40 if retry_conflict else POST_ATTEMPTS  # a 409 lasts until the last run is finalized
+            for attempt in range(attempts):  # a 5xx is retried (and counted): see POST_ATTEMPTS
                 async with self.http.post(f"{self.url}/api/chats/{chat_id}/messages/", json=body,
                                           headers=self.auth) as r:
                     if r.status == 202:
                         run = (await r.json())["run"]
                         break
                     req.error = f"POST {r.status}: {(await r.text())[:200]}"
-                    if r.status < 500 or attempt == POST_ATTEMPTS - 1:
+                    retry = r.status >= 500 or (r.status == 409 and retry_conflict)
+                    if not retry or attempt == attempts - 1:
                         return req
+                    self.conflicts += r.status == 409
                 self.post_retries += 1
                 await asyncio.sleep(0.05)
             req.error = ""
@@ -80,6 +87,10 @@ class Client:
                         written_ms = int(ev.id.split("-")[0])
                         if delays is not None and written_ms >= sent_ms:  # not backlog from before we asked
                             delays.append(ev.wall_ms - written_ms)
+                    elif ev.event == "snapshot":  # the whole reply at once, from Postgres; replaces what came
+                        data = ev.json()
+                        req.arrivals, req.text = [(ev.t, data["n"])], data["text"]
+                        self.snapshots += 1
                     elif ev.event == "done":
                         req.usage_tokens = ev.json()["usage"]["completion_tokens"]
                         break
@@ -151,12 +162,13 @@ class PlatformArm:
         total = common.requests_for(c)
         chats = await self.client.new_chats(total)
         delays: list[float] = []
-        self.client.post_retries = 0
+        self.client.post_retries = self.client.snapshots = 0
         await self._wait_for_connections(c)
         with PgConnections(self.stack.db_name) as pg:
             reqs, wall = await common.drive(c, total, lambda i: self.client.turn(chats[i], self.prompts[i][0],
                                                                                   delays=delays))
         return reqs, wall, {"delays": delays, "post_retries": self.client.post_retries, "pg_peak": pg.peak,
+                            "snapshots": self.client.snapshots,
                             "pg_server_peak": pg.server_peak}
 
     async def _wait_for_connections(self, c: int, timeout: float = 60) -> None:

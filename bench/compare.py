@@ -146,6 +146,7 @@ def pooled(arm: str, runs: list, arm_pids: dict, stack=None) -> dict:
     if arm in ("c", "d"):
         delays = [d for _, _, _, e in runs for d in e["delays"]]
         out.update(post_retries=sum(e["post_retries"] for _, _, _, e in runs),
+                   snapshots=sum(e.get("snapshots", 0) for _, _, _, e in runs),
                    delivery_ms_p50=common.pct(delays, 50), delivery_ms_p99=common.pct(delays, 99),
                    pg_peak=max(e["pg_peak"] for _, _, _, e in runs),
                    pg_server_peak=max(e["pg_server_peak"] for _, _, _, e in runs),
@@ -153,12 +154,12 @@ def pooled(arm: str, runs: list, arm_pids: dict, stack=None) -> dict:
     return out
 
 
-def render(arms: dict, tag: str = "") -> str:
+def render(arms: dict, tag: str = "", prompt_tokens: str = "~64") -> str:
     text = ("Throughput and latency (ITL per token: an event with n tokens spreads its gap over n tokens)\n"
             + report.comparison_table(arms) + "\n\nPlatform against the engine\n" + report.ratio_table(arms)
             + "\n\nCPU per streamed token (microseconds)\n" + report.cpu_table(arms))
     png = common.OUT / f"compare{tag}.png"
-    report.plot_compare(arms, png)
+    report.plot_compare(arms, png, prompt_tokens)
     return text + f"\n\nplot: {png.relative_to(common.ROOT)}"
 
 
@@ -193,7 +194,9 @@ def main() -> None:
     slots = max(64, *levels)
     summary, res = run_phase({"a": EngineProc(), "b": ServerArm(prompts), "c": PlatformArm(prompts, worker_slots=slots)},
                              levels, a.reps, a.profile)
-    meta = {"reps": a.reps, "idle_cpu_s": res["idle"], "profile": res["profile"], "patch": a.patch,
+    lengths = sorted({len(ids) for _, ids in prompts})
+    prompt_tokens = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
+    meta = {"prompt_tokens": prompt_tokens, "reps": a.reps, "idle_cpu_s": res["idle"], "profile": res["profile"], "patch": a.patch,
             "level_max_seconds": common.LEVEL_MAX_SECONDS, "stagger_seconds": common.STAGGER_SECONDS}
     if a.patch:
         from bench.patched_tree import patched_copy
@@ -208,7 +211,8 @@ def main() -> None:
     text = (f"{a.reps} repetitions, arms interleaved; at most {common.LEVEL_MAX_SECONDS:.0f} s of new requests per "
             f"level; CPU s used by the loaded arms while all idle for {res['idle']['wall_s']:.0f} s: {idle or 'none'}"
             + (f"\n(d) = the platform with {a.patch} applied, interleaved with a second round of (b) = b2"
-               if a.patch else "") + "\n\n" + render(summary, tag))
+               if a.patch else "") + f"\nprompts of {prompt_tokens} tokens (chat template included), {common.OUTPUT_TOKENS} output tokens, "
+            f"temperature 0, ignore_eos\n\n" + render(summary, tag, prompt_tokens))
     (common.OUT / f"compare{tag}.md").write_text(text + "\n")
     print(text)
     if res["profile"]:

@@ -21,6 +21,7 @@ from bench.platform_stack import Stack
 
 TURNS = 6
 REPLY_TOKENS = 64
+THINK_SECONDS = 1.0  # between a reply's last token and the next question, as a person reading it
 USER_WORDS = ("How does a Python dictionary keep its keys, what happens on a collision, and why must a key be "
               "hashable? Give an example with strings and tuples and say what changes").split()
 ARMS = {
@@ -38,7 +39,9 @@ def user_message(conv: int, turn: int) -> str:
 async def conversation(client: Client, conv: int, out: dict) -> None:
     chat = (await client.new_chats(1))[0]
     for turn in range(1, TURNS + 1):
-        req = await client.turn(chat, user_message(conv, turn), max_tokens=REPLY_TOKENS)
+        if turn > 1:
+            await asyncio.sleep(THINK_SECONDS)
+        req = await client.turn(chat, user_message(conv, turn), max_tokens=REPLY_TOKENS, retry_conflict=True)
         out.setdefault(turn, []).append(req)
         if req.error:
             return
@@ -65,12 +68,13 @@ def run_arm(stack: Stack, key: str, name: str, conversations: int) -> dict:
             warm = await client.new_chats(2)
             await asyncio.gather(*(client.turn(c, "warm up", max_tokens=8) for c in warm))
             out: dict = {}
+            client.conflicts = client.post_retries = 0
             t0 = time.perf_counter()
             await asyncio.gather(*(conversation(client, i, out) for i in range(conversations)))
-            return out, time.perf_counter() - t0
+            return out, time.perf_counter() - t0, client.conflicts
 
     before = stack.live_workers()
-    turns, wall = asyncio.run(go())
+    turns, wall, conflicts = asyncio.run(go())
     time.sleep(1.5)  # one more heartbeat carries the last figures
     after = stack.live_workers()
     stack.stop()
@@ -79,12 +83,12 @@ def run_arm(stack: Stack, key: str, name: str, conversations: int) -> dict:
     hits, queries = delta("prefix_cache_hits"), delta("prefix_cache_queries")
     per_turn = {t: {"ttft_p50_ms": common.ms(common.pct([r.ttft for r in reqs if r.ttft], 50)),
                     "ttft_p95_ms": common.ms(common.pct([r.ttft for r in reqs if r.ttft], 95)),
-                    "prompt_tokens_mean": (sum(ptoks.get(r.run_id, 0) for r in reqs) / len(reqs)) if reqs else None,
+                    "prompt_tokens_mean": common.pct([ptoks[r.run_id] for r in reqs if r.run_id in ptoks], 50),
                     "errors": sum(bool(r.error) for r in reqs), "n": len(reqs)}
                 for t, reqs in sorted(turns.items())}
     print(f"[multiturn] {name}: " + ", ".join(f"t{t} {report.fmt(v['ttft_p50_ms'])} ms" for t, v in per_turn.items())
-          + f"; prefix hit rate {hits / queries if queries else 0:.2f}", flush=True)
-    return {"turns": per_turn, "wall_s": wall, "prefix_cache_hits": hits, "prefix_cache_queries": queries,
+          + f"; prefix hit rate {hits / queries if queries else 0:.2f}; 409s retried {conflicts}", flush=True)
+    return {"turns": per_turn, "wall_s": wall, "conflicts_retried": conflicts, "prefix_cache_hits": hits, "prefix_cache_queries": queries,
             "workers": spec["workers"]}
 
 
@@ -100,7 +104,11 @@ def render(data: dict) -> str:
         rows.append(row)
     head = ["turn", "prompt tokens"] + [f"{a} {q}" for a in arms for q in ("p50 ms", "p95 ms")]
     hit = ", ".join(f"{a} {data[a]['prefix_cache_hits'] / max(1, data[a]['prefix_cache_queries']):.2f}" for a in arms)
-    return "TTFT of turn N (client: POST -> first token)\n" + report.table(head, rows) + f"\nprefix cache hit rate: {hit}"
+    conflicts = ", ".join(f"{a} {data[a].get('conflicts_retried', 0)}" for a in arms)
+    errors = ", ".join(f"{a} {sum(v['errors'] for v in data[a]['turns'].values())}" for a in arms)
+    return ("TTFT of turn N (client: first POST attempt -> first token; a 409 while the previous run is still being "
+            "finalized is retried every 50 ms)\n" + report.table(head, rows)
+            + f"\nprefix cache hit rate: {hit}\n409s retried: {conflicts}\nturns failed: {errors}")
 
 
 def plot(data: dict, path) -> None:
@@ -125,8 +133,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--patch", default="", help="run the platform from a scratch copy with this patch applied")
     a = ap.parse_args()
-    stack = Stack(db_name="bench_multiturn")
+    root = common.ROOT
+    if a.patch:
+        from bench.patched_tree import patched_copy
+
+        root = patched_copy(common.ROOT / a.patch)
+    stack = Stack(db_name="bench_multiturn", root=root)
     key = stack.seed()
     data = {}
     try:
@@ -135,7 +149,8 @@ def main() -> None:
     finally:
         stack.stop()
     common.write_json("multiturn.json", data)
-    text = render(data)
+    text = (f"code: {'this checkout + ' + a.patch if a.patch else 'this checkout'}; {a.conversations} conversations "
+            f"at once, {TURNS} turns, {REPLY_TOKENS}-token replies\n") + render(data)
     plot(data, common.OUT / "multiturn.png")
     (common.OUT / "multiturn.md").write_text(text + "\n")
     print(text + "\nplot: bench/out/multiturn.png")

@@ -24,5 +24,13 @@ def patched_copy(patch: Path) -> Path:
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
-    subprocess.run(["patch", "-p1", "-i", str(Path(patch).resolve())], cwd=dest, check=True, capture_output=True)
+    patch = str(Path(patch).resolve())
+    dry = subprocess.run(["patch", "-p1", "--dry-run", "-i", patch], cwd=dest, capture_output=True)
+    if dry.returncode != 0:
+        reverse = subprocess.run(["patch", "-p1", "-R", "--dry-run", "-i", patch], cwd=dest, capture_output=True)
+        if reverse.returncode == 0:
+            print(f"note: {patch} is already in the code; the copy is unchanged", flush=True)
+            return dest
+        raise RuntimeError(f"{patch} does not apply to the current code:\n{dry.stdout.decode()}")
+    subprocess.run(["patch", "-p1", "-i", patch], cwd=dest, check=True, capture_output=True)
     return dest

@@ -57,10 +57,11 @@ async def follow(client: Client, events_url: str, delays: list, counts: list) ->
                 return
 
 
-async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers: int, seconds: float) -> dict:
+async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers: int, seconds: float,
+                tokens: int = TOKENS) -> dict:
     """`runs` clients, each posting messages back to back for `seconds`; each run read
     by `readers` SSE clients (the poster plus readers - 1 followers)."""
-    per_client = 3 * math.ceil(seconds / (TOKENS * STEP_SECONDS)) + 4
+    per_client = 3 * math.ceil(seconds / (tokens * STEP_SECONDS)) + 4
     chats = iter(await asyncio.to_thread(make_chats, stack, runs * per_client))
     delays: list[float] = []
     extra: list[int] = []
@@ -72,7 +73,8 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
             if chat is None:
                 return
             posted = asyncio.get_running_loop().create_future()
-            req_task = asyncio.create_task(client.turn(chat, CONTENT, delays=delays, on_run=posted))
+            req_task = asyncio.create_task(client.turn(chat, CONTENT, max_tokens=tokens, delays=delays,
+                                                       on_run=posted))
             followers = []
             if readers > 1:
                 url = await posted
@@ -86,16 +88,18 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
         await asyncio.sleep(1)  # the Postgres server is shared: leave room for the others
     deadline = time.monotonic() + seconds
     meter = common.CpuMeter(pids)
-    client.post_retries = 0
+    client.post_retries = client.snapshots = 0
     meter.start()
     with PgConnections(stack.db_name) as pg:
         await asyncio.gather(*(one_client() for _ in range(runs)))
     cpu = meter.stop()
     ok = [r for r in reqs if not r.error]
+    run_tokens = tokens
     tokens = sum(r.tokens for r in ok) + sum(extra)
     wall = cpu["wall_s"]
     per_k = {k: (1000 * v / tokens if v is not None and tokens else None) for k, v in cpu["proc_cpu_s"].items()}
-    return {"runs": runs, "readers": readers, "clients": runs * readers, "offered_tok_s": runs * readers / STEP_SECONDS,
+    return {"runs": runs, "readers": readers, "run_tokens": run_tokens, "completed_runs": len(ok),
+            "snapshots": client.snapshots, "clients": runs * readers, "offered_tok_s": runs * readers / STEP_SECONDS,
             "tok_s": tokens / wall, "tokens": tokens, "requests": len(reqs), "errors": len(reqs) - len(ok),
             "post_retries": client.post_retries, "error_samples": [r.error for r in reqs if r.error][:3],
             "delivery_ms_p50": common.pct(delays, 50), "delivery_ms_p99": common.pct(delays, 99),
@@ -141,10 +145,42 @@ async def run(stack, url, key, pids, seconds, profile, tag="") -> dict:
         await level(stack, client, pids, runs=4, readers=1, seconds=3)  # warm-up
         streams = await sweep(stack, client, pids, "streams", [(n, 1) for n in STREAMS], seconds)
         fanout = await sweep(stack, client, pids, "fan-out", [(FANOUT_RUNS, k) for k in FANOUT], seconds)
-        out = {"streams": streams, "fanout": fanout}
+        out = {"streams": streams, "fanout": fanout,
+               "cost": await cost_model(stack, client, pids)}
         if profile:
             out["profile"] = await profile_web(stack, client, pids, runs=32, tag=tag)
         return out
+
+
+async def cost_model(stack, client, pids, *, runs: int = 16, lengths=(64, 512), seconds: float = 12) -> dict:
+    """Split each process's CPU into a cost per run (POST, claim, finalize, SSE setup)
+    and a cost per streamed token (XADD, XREAD, SSE frame): the same load with short
+    and long replies, then CPU = per_run * runs + per_token * tokens, solved per process."""
+    a, b = [await level(stack, client, pids, runs=runs, readers=1, seconds=seconds, tokens=n) for n in lengths]
+    out = {"levels": [a, b], "per_run_ms": {}, "per_token_us": {}}
+    for proc in a["cpu"]["proc_cpu_s"]:
+        (r1, t1, c1), (r2, t2, c2) = [(x["completed_runs"], x["tokens"], x["cpu"]["proc_cpu_s"][proc] or 0.0)
+                                      for x in (a, b)]
+        det = r1 * t2 - r2 * t1
+        if det:
+            out["per_run_ms"][proc] = 1000 * (c1 * t2 - c2 * t1) / det
+            out["per_token_us"][proc] = 1e6 * (r1 * c2 - r2 * c1) / det
+    print(f"[cost] per run ms {fmt_map(out['per_run_ms'])}; per token us {fmt_map(out['per_token_us'])}", flush=True)
+    return out
+
+
+def fmt_map(d: dict) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in d.items())
+
+
+def cost_table(cost: dict) -> str:
+    procs = list(cost["per_run_ms"])
+    rows = [[f"{x['run_tokens']}-token runs", x["completed_runs"], x["tokens"], x["tok_s"],
+             *[x["cpu"]["proc_cpu_s"][p] for p in procs]] for x in cost["levels"]]
+    rows.append(["=> CPU per run (ms)", None, None, None, *[cost["per_run_ms"][p] for p in procs]])
+    rows.append(["=> CPU per token (us)", None, None, None, *[cost["per_token_us"][p] for p in procs]])
+    return report.table(["load (16 streams, 50 tok/s each)", "runs", "tokens", "tok/s",
+                         *[f"{p} CPU s" for p in procs]], rows)
 
 
 def tables(data: dict) -> str:
@@ -168,6 +204,9 @@ def tables(data: dict) -> str:
                     + report.table(head, rows(levels)))
         text.append(f"  most sustained with p99 <= {DELAY_LIMIT_MS:.0f} ms: "
                     + (f"{best['tok_s']:.0f} tok/s, {best['clients']} SSE clients" if best else "none"))
+    if "cost" in data:
+        text.append("CPU per run and per streamed token (two run lengths, solved per process; postgres is the "
+                    "whole shared server, approximate)\n" + cost_table(data["cost"]))
     return "\n\n".join(text)
 
 

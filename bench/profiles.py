@@ -46,13 +46,15 @@ def summary(paths: dict, top: int = 12) -> str:
     for key, path in sorted(paths.items()):
         if not key.endswith("_raw"):
             continue
-        total, own, incl = hotspots(common.ROOT / path, top)
+        total, own, _ = hotspots(common.ROOT / path, top)
+        _, _, incl = hotspots(common.ROOT / path, 10_000)
         out.append(f"py-spy {key[:-4]} ({total} samples at 100 Hz with the GIL held, {path}); "
                    f"flame graph {paths.get(key[:-4] + '_flamegraph')}")
         out.append("  self time:")
         out += [f"    {s:5.1f}%  {f}" for s, f in own]
         out.append("  inclusive (platform frames and their callees):")
-        out += [f"    {s:5.1f}%  {f}" for s, f in incl if "chatsite/" in f or "workers/" in f or "inference/" in f][:top]
+        mine = [(s, f) for s, f in incl if f.split("(")[-1].startswith(("chatsite/", "workers/", "inference/"))]
+        out += [f"    {s:5.1f}%  {f}" for s, f in mine[:top]]
     return "\n".join(out)
 
 

@@ -35,7 +35,8 @@ def comparison_table(arms: dict) -> str:
             rows.append([c, arm, lv["tok_s"], lv["ttft_p50_ms"], lv["ttft_p95_ms"], lv["itl_p50_ms"], lv["itl_p95_ms"],
                          lv["itl_mean_ms"], lv["e2e_p50_ms"], lv["e2e_p95_ms"], lv["tokens_per_event"],
                          f"{lv['errors']}/{lv['requests']}" + (f" (+{lv['post_retries']} retried)"
-                                                               if lv.get("post_retries") else ""),
+                                                               if lv.get("post_retries") else "")
+                         + (f" ({lv['snapshots']} as snapshot)" if lv.get("snapshots") else ""),
                          others_share(lv)])
     return table(["conc", "arm", "tok/s", "TTFT p50 ms", "TTFT p95 ms", "ITL p50 ms", "ITL p95 ms", "ITL mean ms",
                   "E2E p50 ms", "E2E p95 ms", "tok/event", "errors", "others' CPU %"], rows)
@@ -93,7 +94,7 @@ def cpu_table(arms: dict) -> str:
                   "client"], rows)
 
 
-def plot_compare(arms: dict, path) -> None:
+def plot_compare(arms: dict, path, prompt_tokens: str = f"~{common.PROMPT_TOKENS}") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,8 +115,8 @@ def plot_compare(arms: dict, path) -> None:
         ax.set_xticks([int(c) for c in common.LEVELS], [str(c) for c in common.LEVELS])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"flagship demo model, {common.PROMPT_TOKENS}-token prompt (approx.), {common.OUTPUT_TOKENS} output "
-                 "tokens, greedy, ignore_eos; 2-core CPU", fontsize=9)
+    fig.suptitle(f"flagship demo model, {prompt_tokens}-token prompts, {common.OUTPUT_TOKENS} output tokens, greedy, "
+                 "ignore_eos; 2-core CPU shared with other sessions", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

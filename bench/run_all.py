@@ -1,5 +1,5 @@
 """Every benchmark of issue 7, one after another (never two at once: each owns the
-CPU), printing the tables; about 25 minutes on the 2-core machine.
+CPU), printing the tables; about 40 minutes on the 2-core machine.
 
     .venv/bin/python -m bench.run_all [--skip multiturn] [--tag NAME]
 
@@ -13,34 +13,42 @@ import sys
 
 from bench import common
 
+# compare, platform_only and multiturn also take --patch FILE to measure a proposed
+# change from a scratch copy (bench/patches/); run_all measures the code as it is.
 STEPS = {
     "compare": ["-m", "bench.compare", "--profile"],
     "platform_only": ["-m", "bench.platform_only", "--profile"],
     "multiturn": ["-m", "bench.multiturn"],
+    "multiturn_engine": ["-m", "bench.multiturn_engine"],
 }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--skip", default="", help="comma-separated: compare, platform_only, multiturn")
+    ap.add_argument("--skip", default="", help="comma-separated names of STEPS to leave out")
     ap.add_argument("--tag", default="")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
-    commit = subprocess.run(["git", "log", "-1", "--format=%h %s"], cwd=common.ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    parts = [f"# Raw results ({datetime.datetime.now():%Y-%m-%d %H:%M}, code at {commit})\n"]
+    git = lambda *args: subprocess.run(["git", *args], cwd=common.ROOT, capture_output=True,  # noqa: E731
+                                       text=True).stdout.strip()
+    dirty = git("status", "--short", "--untracked-files=no", "--", "chatsite", "workers", "inference")
+    parts = [f"# Raw results ({datetime.datetime.now():%Y-%m-%d %H:%M}, code at {git('log', '-1', '--format=%h %s')})",
+             f"\nuncommitted platform changes in the working tree that ran:\n```\n{dirty or 'none'}\n```\n"]
     failed = []
     for name, args in STEPS.items():
         if name in skip:
             continue
-        if name == "compare" and a.tag:
+        if name in ("compare", "platform_only") and a.tag:
             args = args + ["--tag", a.tag]
         print(f"\n===== {name} (load average {common.loadavg():.1f} on {common.os.cpu_count()} cores)", flush=True)
-        proc = subprocess.run([common.PY, *args], cwd=common.ROOT, stdout=subprocess.PIPE, text=True)
-        print(proc.stdout, flush=True)
-        if proc.returncode != 0:
+        proc = subprocess.Popen([common.PY, *args], cwd=common.ROOT, stdout=subprocess.PIPE, text=True)
+        lines = []
+        for line in proc.stdout:  # live progress, and the whole output for the report
+            print(line, end="", flush=True)
+            lines.append(line)
+        if proc.wait() != 0:
             failed.append(name)
-        parts.append(f"## {name}\n\n```\n{proc.stdout.strip()}\n```\n")
+        parts.append(f"## {name}\n\n```\n{''.join(lines).strip()}\n```\n")
     (common.OUT / f"RESULTS_RAW{'_' + a.tag if a.tag else ''}.md").write_text("\n".join(parts))
     if failed:
         print("FAILED:", ", ".join(failed))
