@@ -50,6 +50,8 @@ def summary(paths: dict, top: int = 12) -> str:
         _, _, incl = hotspots(common.ROOT / path, 10_000)
         out.append(f"py-spy {key[:-4]} ({total} samples at 100 Hz with the GIL held, {path}); "
                    f"flame graph {paths.get(key[:-4] + '_flamegraph')}")
+        out.append("  by area (leaf frame):")
+        out += [f"    {s:5.1f}%  {a}" for s, a in by_area(common.ROOT / path)]
         out.append("  self time:")
         out += [f"    {s:5.1f}%  {f}" for s, f in own]
         out.append("  inclusive (platform frames and their callees):")
@@ -64,3 +66,31 @@ if __name__ == "__main__":
         print(p, total)
         for s, f in own:
             print(f"  {s:5.1f}%  {f}")
+
+
+AREAS = (  # first match wins; matched against the leaf frame's file
+    ("redis client (RESP parsing, commands)", ("redis/",)),
+    ("Postgres driver + connect", ("psycopg",)),
+    ("Django ORM / request handling", ("django/", "rest_framework/", "drf_spectacular")),
+    ("asgiref sync<->async threads", ("asgiref/", "concurrent/futures", "threading.py", "queue.py")),
+    ("daphne / twisted / channels (HTTP, SSE send)", ("twisted/", "daphne/", "channels/", "autobahn/")),
+    ("asyncio event loop", ("asyncio/", "selectors.py", "uvloop")),
+    ("vLLM frontend (detokenize, output processing)", ("vllm/", "transformers/", "tokenizers")),
+    ("celery / kombu", ("celery/", "kombu/", "billiard/")),
+    ("platform code", ("chatsite/", "workers/", "inference/")),
+    ("json / other stdlib", ("json/", "lib/python3.11/")),
+)
+
+
+def by_area(path) -> list[tuple[float, str]]:
+    """Share of GIL-holding samples by the area of the leaf frame."""
+    counts, total = Counter(), 0
+    for line in open(path):
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaf = stack.split(";")[-1]
+        area = next((name for name, keys in AREAS if any(k in leaf for k in keys)), "other")
+        counts[area] += int(count)
+        total += int(count)
+    return [(100 * v / total, k) for k, v in counts.most_common()]
