@@ -1,0 +1,144 @@
+"""Shared pieces of the lever benchmarks: an engine built exactly as a worker builds
+it (the demo pool's pinned arguments plus one lever), token-timed streams, and the
+engine's own counters (speculative acceptance, KV capacity)."""
+import asyncio
+import dataclasses
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "bench" / "out"
+MODELS = ROOT / "var" / "models"
+CONTEXT_LENGTH = 1024
+KV_CACHE_BYTES = 2**30  # the same KV memory for every arm unless a bench sets its own
+
+
+def spec(model: str = "flagship", **overrides):
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
+    django.setup()
+    from chatsite.pools.demo import DEMO_ENGINE_ARGS
+    from inference.specs import EngineSpec
+
+    return EngineSpec.build(pool=model, model=str(MODELS / model), context_length=CONTEXT_LENGTH,
+                            engine_args={**DEMO_ENGINE_ARGS, **overrides})
+
+
+def draft_config(k: int = 4) -> dict:
+    return {"method": "draft_model", "model": str(MODELS / "small"), "num_speculative_tokens": k}
+
+
+def ngram_config(k: int = 4) -> dict:
+    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+
+
+@dataclass
+class Counters:
+    draft: int = 0
+    accepted: int = 0
+    peak_running: int = 0  # most requests the scheduler ran in one step
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.draft if self.draft else None
+
+
+def _logger(counters: Counters):
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class _Recorder(StatLoggerBase):
+        def __init__(self, vllm_config, engine_index: int = 0):
+            pass
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            if scheduler_stats is not None:
+                counters.peak_running = max(counters.peak_running, scheduler_stats.num_running_reqs)
+            s = getattr(scheduler_stats, "spec_decoding_stats", None) if scheduler_stats else None
+            if s is not None:
+                counters.draft += s.num_draft_tokens
+                counters.accepted += s.num_accepted_tokens
+
+        def log_engine_initialized(self):
+            pass
+
+    return _Recorder
+
+
+class Engine:
+    """One AsyncLLM for one arm; `async with Engine(spec) as e:`.
+
+    KV memory is set in bytes (vLLM's kv_cache_memory_bytes, which a pool does not
+    pin: on a GPU gpu_memory_utilization sizes it) so a bench can model a small GPU."""
+
+    def __init__(self, engine_spec, *, kv_cache_bytes: int = KV_CACHE_BYTES):
+        os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override the byte figure
+        self.spec = dataclasses.replace(engine_spec, args={**engine_spec.args, "kv_cache_memory_bytes": kv_cache_bytes})
+        self.counters = Counters()
+        self.engine = None
+        self.start_seconds = 0.0
+
+    async def __aenter__(self):
+        from transformers import AutoTokenizer
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
+        started = time.monotonic()
+        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[_logger(self.counters)])
+        self.start_seconds = time.monotonic() - started
+        return self
+
+    async def __aexit__(self, *exc):
+        self.engine.shutdown()
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV capacity in tokens, as the engine sized it (blocks x block size)."""
+        cache = self.engine.vllm_config.cache_config
+        return cache.num_gpu_blocks * cache.block_size
+
+    def chat_ids(self, messages: list[dict]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    async def stream(self, ids: list[int], request_id: str, *, max_tokens: int, ignore_eos: bool = False,
+                     delay: float = 0.0) -> "Stream":
+        """Greedy generation; the arrival time of every token."""
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+        await asyncio.sleep(delay)
+        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=0,
+                                output_kind=RequestOutputKind.DELTA)
+        s = Stream(sent=time.monotonic())
+        async for out in self.engine.generate({"prompt_token_ids": ids}, params, request_id):
+            now = time.monotonic()
+            s.times += [now] * len(out.outputs[0].token_ids)
+            s.text += out.outputs[0].text
+        return s
+
+
+@dataclass
+class Stream:
+    sent: float
+    times: list[float] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def gaps(self) -> list[float]:
+        """Inter-token gaps (tokens that arrive in one step count as one gap of the step, the rest 0)."""
+        return [b - a for a, b in zip(self.times, self.times[1:])]
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def mean(values) -> float:
+    values = list(values)
+    return statistics.fmean(values) if values else float("nan")
