@@ -46,11 +46,13 @@ class Tolerance:
 
 def lossy_differences(pool: ModelPool, base: ModelPool) -> list[str]:
     """What differs between variant and base that changes the computed numbers ([] = lossless)."""
+    from inference.specs import DEFAULT_ENGINE_ARGS
+
     out = [] if pool.model == base.model else [f"model {pool.model}"]
-    keys = (set(pool.engine_args) | set(base.engine_args)) - SCHEDULING_KEYS
-    for key in sorted(keys):
-        if pool.engine_args.get(key) != base.engine_args.get(key):
-            out.append(f"{key} {pool.engine_args.get(key)!r} (base {base.engine_args.get(key)!r})")
+    mine, theirs = {**DEFAULT_ENGINE_ARGS, **pool.engine_args}, {**DEFAULT_ENGINE_ARGS, **base.engine_args}
+    for key in sorted(set(mine) - SCHEDULING_KEYS):
+        if mine[key] != theirs[key]:
+            out.append(f"{key} {mine[key]!r} (base {theirs[key]!r})")
     return out
 
 

@@ -167,3 +167,14 @@ def test_the_admin_refuses_the_save_and_says_why(client, models):
     assert not ModelPool.objects.filter(name="cpu16").exists()
     resp = client.post("/admin/pools/modelpool/add/", {**form, "engine_args": json.dumps(DEMO_ENGINE_ARGS)})
     assert resp.status_code == 302 and ModelPool.objects.filter(name="cpu16").exists()
+
+
+def test_what_makes_a_variant_lossy_counts_an_unset_key_as_its_pinned_default(models):
+    from workers.quality_gate import lossy_differences
+
+    base = ModelPool(name="b", model=str(models / "flagship"), engine_args={"block_size": 32})
+    same = ModelPool(name="v", model=base.model, engine_args={"block_size": 64, "kv_cache_dtype": "auto",
+                                                              "dtype": "float32", "speculative_config": NGRAM})
+    assert lossy_differences(same, base) == []  # scheduling and speculation only
+    fp8 = ModelPool(name="f", model=base.model, engine_args={"kv_cache_dtype": "fp8"})
+    assert lossy_differences(fp8, base) == ["kv_cache_dtype 'fp8' (base 'auto')"]
