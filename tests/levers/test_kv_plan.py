@@ -62,3 +62,16 @@ def test_the_command_takes_a_gpu_and_kv_dtype_and_prints_json():
     figures = json.loads(out.getvalue())
     assert figures["kv_bytes_per_token"] == 65_536
     assert figures["kv_tokens"] == (40 - 16 - 4) * GiB // 65_536
+
+
+def test_the_command_plans_a_pool_with_its_own_kv_dtype(db, settings):
+    from tests.factories import PoolFactory
+
+    PoolFactory(name="fp8-pool", model=str(settings.CHATSITE["DEMO_MODELS_DIR"] / "flagship"),
+                engine_args={"kv_cache_dtype": "fp8"})
+    out = StringIO()
+    call_command("kv_plan", "--pool", "fp8-pool", "--gpu", "l4-24gb", "--json", stdout=out)
+    figures = json.loads(out.getvalue())
+    assert figures["kv_bytes_per_token"] == 512  # 2 x 4 layers x 2 KV heads x 32 dims x 1 byte
+    assert figures["chat_context"] == 1024  # the model's window, not 8K
+    assert figures["kv_tokens"] == figures["kv_budget_bytes"] // 512
