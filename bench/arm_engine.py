@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB, as every arm gets
 
 from bench import common  # noqa: E402
 

@@ -168,7 +168,7 @@ class PlatformArm:
             reqs, wall = await common.drive(c, total, lambda i: self.client.turn(chats[i], self.prompts[i][0],
                                                                                   delays=delays))
         return reqs, wall, {"delays": delays, "post_retries": self.client.post_retries, "pg_peak": pg.peak,
-                            "snapshots": self.client.snapshots,
+                            "snapshots": self.client.snapshots, "pg_mean_lock_waiters": pg.mean_lock_waiters,
                             "pg_server_peak": pg.server_peak}
 
     async def _wait_for_connections(self, c: int, timeout: float = 60) -> None:

@@ -150,6 +150,7 @@ def pooled(arm: str, runs: list, arm_pids: dict, stack=None) -> dict:
                    delivery_ms_p50=common.pct(delays, 50), delivery_ms_p99=common.pct(delays, 99),
                    pg_peak=max(e["pg_peak"] for _, _, _, e in runs),
                    pg_server_peak=max(e["pg_server_peak"] for _, _, _, e in runs),
+                   pg_lock_waiters=sum(e.get("pg_mean_lock_waiters", 0) for _, _, _, e in runs) / len(runs),
                    accounting=check_saved(stack, reqs))
     return out
 

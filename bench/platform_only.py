@@ -107,7 +107,8 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
             "ttft_p50_ms": common.ms(common.pct([r.ttft for r in ok if r.ttft], 50)),
             "cpu": cpu, "cpu_s_per_1k_tokens": per_k,
             "platform_us_per_token": 1000 * sum(per_k.get(k) or 0 for k in ("web", "worker", "redis")),
-            "others_cpu_pct": report.others_share({"cpu": cpu}), "pg_peak": pg.peak, "pg_server_peak": pg.server_peak}
+            "others_cpu_pct": report.others_share({"cpu": cpu}), "pg_peak": pg.peak, "pg_server_peak": pg.server_peak,
+            "pg_mean_lock_waiters": pg.mean_lock_waiters}
 
 
 async def sweep(stack, client, pids, name, shapes, seconds) -> list[dict]:
@@ -139,14 +140,14 @@ async def profile_web(stack, client, pids, runs: int, seconds: int = 12, tag: st
     return out
 
 
-async def run(stack, url, key, pids, seconds, profile, tag="") -> dict:
+async def run(stack, url, key, pids, seconds, profile, tag="", streams=STREAMS, fanout=FANOUT, cost=True) -> dict:
     async with sse_client.session(limit=0) as http:
         client = Client(url, key, http)
         await level(stack, client, pids, runs=4, readers=1, seconds=3)  # warm-up
-        streams = await sweep(stack, client, pids, "streams", [(n, 1) for n in STREAMS], seconds)
-        fanout = await sweep(stack, client, pids, "fan-out", [(FANOUT_RUNS, k) for k in FANOUT], seconds)
-        out = {"streams": streams, "fanout": fanout,
-               "cost": await cost_model(stack, client, pids)}
+        out = {"streams": await sweep(stack, client, pids, "streams", [(n, 1) for n in streams], seconds),
+               "fanout": await sweep(stack, client, pids, "fan-out", [(FANOUT_RUNS, k) for k in fanout], seconds)}
+        if cost:
+            out["cost"] = await cost_model(stack, client, pids)
         if profile:
             out["profile"] = await profile_web(stack, client, pids, runs=32, tag=tag)
         return out
@@ -190,10 +191,10 @@ def tables(data: dict) -> str:
                  r["cpu_s_per_1k_tokens"].get("redis"), r["cpu_s_per_1k_tokens"].get("web"),
                  r["platform_us_per_token"], r["cpu_s_per_1k_tokens"].get("postgres"),
                  r["cpu_s_per_1k_tokens"].get("client"), f"{r['errors']}/{r['requests']}",
-                 r["others_cpu_pct"]] for r in levels]
+                 r.get("pg_mean_lock_waiters"), r["others_cpu_pct"]] for r in levels]
     head = ["runs", "readers/run", "SSE clients", "offered tok/s", "delivered tok/s", "XADD->client p50 ms", "p99 ms",
             "TTFT p50 ms", "worker CPU s/1k tok", "redis", "web", "platform us/tok (worker+redis+web)",
-            "postgres s/1k (whole server)", "client s/1k", "errors",
+            "postgres s/1k (whole server)", "client s/1k", "errors", "PG lock waiters (mean)",
             "others' CPU %"]
     text = []
     for name in ("streams", "fanout"):
@@ -216,7 +217,11 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--patch", default="", help="run the platform from a scratch copy with this patch applied")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--streams", default=",".join(map(str, STREAMS)))
+    ap.add_argument("--fanout", default=",".join(map(str, FANOUT)), help="readers per run; empty to skip")
+    ap.add_argument("--no-cost", action="store_true", help="skip the per-run / per-token CPU split")
     a = ap.parse_args()
+    ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
     tag = f"_{a.tag}" if a.tag else ""
     root = common.ROOT
     if a.patch:
@@ -231,7 +236,8 @@ def main() -> None:
                                     CHATSITE_WORKER_SLOTS=max(STREAMS) + 8)
         pids = {"worker": worker.pid, "redis": redis_server_pid(stack.redis_url), "web": web.pid,
                 "postgres": common.POSTGRES, "client": os.getpid()}
-        data = asyncio.run(run(stack, url, key, pids, a.seconds, a.profile, tag))
+        data = asyncio.run(run(stack, url, key, pids, a.seconds, a.profile, tag, ints(a.streams), ints(a.fanout),
+                               not a.no_cost))
         common.write_json(f"platform_only{tag}.json", data)
     finally:
         stack.stop()

@@ -189,6 +189,8 @@ class PgConnections:
         self.db_name = db_name
         self.peak = 0
         self.server_peak = 0
+        self.samples = 0
+        self.lock_waiters = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -203,10 +205,18 @@ class PgConnections:
     def _loop(self) -> None:
         with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
             while not self._stop.wait(0.2):
-                mine, total = conn.execute("select count(*) filter (where datname = %s), count(*) "
-                                           "from pg_stat_activity where backend_type = 'client backend'",
-                                           (self.db_name,)).fetchone()
+                mine, total, waiting = conn.execute(
+                    "select count(*) filter (where datname = %s), count(*), "
+                    "count(*) filter (where datname = %s and wait_event_type = 'Lock') "
+                    "from pg_stat_activity where backend_type = 'client backend'",
+                    (self.db_name, self.db_name)).fetchone()
                 self.peak, self.server_peak = max(self.peak, mine), max(self.server_peak, total)
+                self.samples += 1
+                self.lock_waiters += waiting  # backends of this database waiting on a row/table lock
+
+    @property
+    def mean_lock_waiters(self) -> float:
+        return self.lock_waiters / self.samples if self.samples else 0.0
 
 
 def pg_free_connections() -> int:

@@ -65,11 +65,12 @@ def ratio_table(arms: dict) -> str:
             rows.append([c, arm, div(cc["tok_s"], a and a["tok_s"]), div(cc["tok_s"], b and b["tok_s"]),
                          sub(cc["ttft_p50_ms"], a and a["ttft_p50_ms"]), sub(cc["ttft_p50_ms"], b and b["ttft_p50_ms"]),
                          sub(cc["itl_p50_ms"], b and b["itl_p50_ms"]), cc.get("delivery_ms_p50"),
-                         cc.get("delivery_ms_p99"), cc.get("pg_peak"),
+                         cc.get("delivery_ms_p99"), cc.get("pg_peak"), cc.get("pg_lock_waiters"),
                          f"{cc['tokens']}={acc.get('saved_tokens')}" + ("" if not acc.get("mismatches")
                                                                         else f" ({acc['mismatches']} mismatched)")])
     return table(["conc", "arm", "tok/s vs a", "tok/s vs its b", "TTFT p50 - a ms", "TTFT p50 - b ms",
-                  "ITL p50 - b ms", "XADD->client p50 ms", "p99 ms", "PG conns peak", "tokens client=usage=saved"],
+                  "ITL p50 - b ms", "XADD->client p50 ms", "p99 ms", "PG conns peak", "PG lock waiters (mean)",
+                  "tokens client=usage=saved"],
                  rows)
 
 

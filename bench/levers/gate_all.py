@@ -1,7 +1,9 @@
 """The quality gate over every lever the CPU build runs, against the demo flagship:
 one row per variant (exact match, perplexity change, acceptance, verdict at the
-default tolerance). Creates the variant pools (disabled) in the configured
-database if they are missing; one process, so the base is measured once.
+default tolerance), against the float32 demo flagship and, for the quantized
+ones, also against a bfloat16 copy (the quantization alone). Creates or updates
+the pools (variants disabled) in the configured database; one process, so each
+base is measured once.
 
     .venv/bin/python -m bench.levers.gate_all
 """
@@ -10,13 +12,20 @@ import os
 
 from bench.levers.engine import MODELS, OUT, draft_config, ngram_config
 
-VARIANTS = {  # pool name -> (model folder, engine args over the demo pool's)
-    "flagship-ngram": ("flagship", {"speculative_config": ngram_config(4)}),
-    "flagship-draft": ("flagship", {"speculative_config": draft_config(3)}),
-    "flagship-fp8kv": ("flagship", {"kv_cache_dtype": "fp8"}),
-    "flagship-fp8w": ("flagship", {"dtype": "bfloat16", "quantization": "fp8_per_channel"}),
-    "flagship-w8a8": ("flagship-w8a8", {"dtype": "bfloat16"}),
-    "flagship-w4a16": ("flagship-w4a16", {"dtype": "bfloat16"}),
+BF16 = {"dtype": "bfloat16"}
+# Bases: the demo flagship (float32) and "flagship-bf16", a plain bfloat16 copy.
+VARIANTS = {  # pool name -> (base pool, model folder, engine args over the demo pool's)
+    "flagship-ngram": ("flagship", "flagship", {"speculative_config": ngram_config(4)}),
+    "flagship-draft": ("flagship", "flagship", {"speculative_config": draft_config(3)}),
+    "flagship-fp8kv": ("flagship", "flagship", {"kv_cache_dtype": "fp8"}),
+    "flagship-fp8w": ("flagship", "flagship", {**BF16, "quantization": "fp8_per_channel"}),
+    "flagship-w8a8": ("flagship", "flagship-w8a8", BF16),
+    "flagship-w4a16": ("flagship", "flagship-w4a16", BF16),
+    # the same quantized weights against a bfloat16 base: the quantization alone
+    "bf16-fp8kv": ("flagship-bf16", "flagship", {**BF16, "kv_cache_dtype": "fp8"}),
+    "bf16-fp8w": ("flagship-bf16", "flagship", {**BF16, "quantization": "fp8_per_channel"}),
+    "bf16-w8a8": ("flagship-bf16", "flagship-w8a8", BF16),
+    "bf16-w4a16": ("flagship-bf16", "flagship-w4a16", BF16),
 }
 
 
@@ -30,15 +39,18 @@ def main() -> None:
     from inference.quantize_demo import quantize_checkpoint
     from workers.quality_gate import gate_run
 
-    base = demo_pool_upsert("flagship")
+    bases = {"flagship": demo_pool_upsert("flagship")}  # the demo pool itself
+    bases["flagship-bf16"], _ = ModelPool.objects.update_or_create(name="flagship-bf16", defaults={
+        "display_name": "flagship-bf16", "model": str(MODELS / "flagship"), "enabled": False,
+        "engine_args": {**DEMO_ENGINE_ARGS, **BF16}})
     for scheme, folder in (("w8a8-int8", "flagship-w8a8"), ("w4a16", "flagship-w4a16")):
         if not (MODELS / folder).exists():
             quantize_checkpoint(MODELS / "flagship", MODELS / folder, scheme)
     rows = {}
-    for name, (folder, args) in VARIANTS.items():
+    for name, (base, folder, args) in VARIANTS.items():
         pool, _ = ModelPool.objects.update_or_create(name=name, defaults={
-            "display_name": name, "model": str(MODELS / folder), "base_pool": base, "enabled": False,
-            "engine_args": {**DEMO_ENGINE_ARGS, **args}, "context_length": base.context_length})
+            "display_name": name, "model": str(MODELS / folder), "base_pool": bases[base], "enabled": False,
+            "engine_args": {**DEMO_ENGINE_ARGS, **args}, "context_length": bases[base].context_length})
         pool.full_clean()
         try:
             r = gate_run(pool)
@@ -48,9 +60,9 @@ def main() -> None:
             continue
         rows[name] = {k: r[k] for k in ("exact_match", "token_agreement", "base_perplexity", "variant_perplexity",
                                         "ppl_increase", "acceptance_rate", "lossy", "reasons")}
-        rows[name]["status"] = pool.gate_status
+        rows[name].update(status=pool.gate_status, base=base)
         acc = f"{r['acceptance_rate']:.1%}" if r["acceptance_rate"] is not None else "-"
-        print(f"{name:16s} {pool.gate_status:7s} exact {r['exact_match']:6.1%} agree {r['token_agreement']:6.1%} "
+        print(f"{name:16s} vs {base:13s} {pool.gate_status:7s} exact {r['exact_match']:6.1%} agree {r['token_agreement']:6.1%} "
               f"ppl {r['base_perplexity']:.4f} -> {r['variant_perplexity']:.4f} ({r['ppl_increase']:+.3%}) "
               f"accept {acc}", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
