@@ -108,7 +108,7 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
             "cpu": cpu, "cpu_s_per_1k_tokens": per_k,
             "platform_us_per_token": 1000 * sum(per_k.get(k) or 0 for k in ("web", "worker", "redis")),
             "others_cpu_pct": report.others_share({"cpu": cpu}), "pg_peak": pg.peak, "pg_server_peak": pg.server_peak,
-            "pg_mean_lock_waiters": pg.mean_lock_waiters}
+            "pg_mean_lock_waiters": pg.mean_lock_waiters, "pg_lock_waits_by_query": pg.waiting_queries.most_common(5)}
 
 
 async def sweep(stack, client, pids, name, shapes, seconds) -> list[dict]:

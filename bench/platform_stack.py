@@ -191,6 +191,9 @@ class PgConnections:
         self.server_peak = 0
         self.samples = 0
         self.lock_waiters = 0
+        from collections import Counter
+
+        self.waiting_queries: Counter = Counter()  # what the lock waiters were running
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -213,6 +216,11 @@ class PgConnections:
                 self.peak, self.server_peak = max(self.peak, mine), max(self.server_peak, total)
                 self.samples += 1
                 self.lock_waiters += waiting  # backends of this database waiting on a row/table lock
+                if waiting:
+                    for (query,) in conn.execute(
+                            "select left(regexp_replace(query, '\s+', ' ', 'g'), 120) from pg_stat_activity "
+                            "where datname = %s and wait_event_type = 'Lock'", (self.db_name,)).fetchall():
+                        self.waiting_queries[query] += 1
 
     @property
     def mean_lock_waiters(self) -> float:
