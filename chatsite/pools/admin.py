@@ -2,8 +2,10 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from chatsite.pools.health import live_workers, pool_is_up, pool_workers
-from chatsite.pools.kv_plan import GPUS, PlanError, ModelShape, format_plan, kv_plan, weights_bytes_estimate
-from chatsite.pools.engine_config import model_config
+import dataclasses
+
+from chatsite.pools.engine_config import ENGINE_ARG_DEFAULTS, model_config
+from chatsite.pools.kv_plan import GPUS, ModelShape, PlanError, format_plan, kv_plan, weights_bytes_for
 from chatsite.pools.models import ModelPool
 
 
@@ -66,11 +68,11 @@ class ModelPoolAdmin(admin.ModelAdmin):
         config = model_config(pool.model) if pool.model else None
         if config is None:
             return "config.json is not on this host; run `manage.py kv_plan --model CONFIG` where it is"
-        args = pool.engine_args if isinstance(pool.engine_args, dict) else {}
-        kv_dtype = args.get("kv_cache_dtype", "auto")
-        try:
-            shape = ModelShape.from_config(config)
-            weights = weights_bytes_estimate(shape, dtype=args.get("dtype"), quantization=args.get("quantization"))
+        args = {**ENGINE_ARG_DEFAULTS, **(pool.engine_args if isinstance(pool.engine_args, dict) else {})}
+        kv_dtype = args["kv_cache_dtype"]
+        try:  # the engine computes (and caches K/V) in the pool's dtype, whatever config.json says
+            shape = dataclasses.replace(ModelShape.from_config(config), dtype=args["dtype"])
+            weights = weights_bytes_for(shape, pool.model, quantization=args["quantization"])
             plans = [format_plan(kv_plan(shape, gpu, weights_bytes=weights, kv_cache_dtype=kv_dtype,
                                          chat_context=min(8192, shape.max_position_embeddings)),
                                  kv_cache_dtype=kv_dtype) for gpu in GPUS.values()]

@@ -125,6 +125,19 @@ def weights_bytes_estimate(shape: ModelShape, *, dtype: str | None = None, quant
     return int(shape.num_parameters * per)
 
 
+def weights_bytes_for(shape: ModelShape, model: str | Path, *, dtype: str | None = None,
+                      quantization: str | None = None) -> int:
+    """Weight memory of a pool: a checkpoint quantized ahead weighs what its files weigh
+    (bits, scales and all); otherwise parameters x the bytes of the dtype or scheme."""
+    folder = Path(model)
+    config = folder / "config.json"
+    if quantization is None and config.is_file() and "quantization_config" in json.loads(config.read_text()):
+        files = list(folder.glob("*.safetensors")) or list(folder.glob("*.bin"))
+        if files:
+            return sum(f.stat().st_size for f in files)
+    return weights_bytes_estimate(shape, dtype=dtype, quantization=quantization)
+
+
 def kv_plan(shape: ModelShape, gpu: Gpu, *, weights_bytes: int, kv_cache_dtype: str = "auto",
             overhead_bytes: int = 4 * GiB, chat_context: int = 8192) -> KvPlan:
     """Tokens and chats the GPU's KV memory holds, and the bandwidth floor of a decode step.

@@ -75,3 +75,15 @@ def test_the_command_plans_a_pool_with_its_own_kv_dtype(db, settings):
     assert figures["kv_bytes_per_token"] == 512  # 2 x 4 layers x 2 KV heads x 32 dims x 1 byte
     assert figures["chat_context"] == 1024  # the model's window, not 8K
     assert figures["kv_tokens"] == figures["kv_budget_bytes"] // 512
+
+
+def test_a_checkpoint_quantized_ahead_weighs_what_its_files_weigh(tmp_path, settings):
+    from chatsite.pools.kv_plan import weights_bytes_for
+    from inference.quantize_demo import quantize_checkpoint
+
+    flagship = settings.CHATSITE["DEMO_MODELS_DIR"] / "flagship"
+    w4 = quantize_checkpoint(flagship, tmp_path / "w4", "w4a16")
+    shape = ModelShape.from_config(load_config(w4))
+    assert weights_bytes_for(shape, w4) == (w4 / "model.safetensors").stat().st_size
+    assert weights_bytes_for(shape, w4) < weights_bytes_for(shape, flagship, dtype="bfloat16")
+    assert weights_bytes_for(shape, flagship, dtype="float32") == shape.num_parameters * 4

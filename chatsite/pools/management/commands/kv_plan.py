@@ -1,9 +1,11 @@
+import dataclasses
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from chatsite.pools.engine_config import ENGINE_ARG_DEFAULTS
 from chatsite.pools.kv_plan import (GPUS, GiB, Gpu, ModelShape, PlanError, format_plan, kv_plan, load_config,
-                                    presets, size, weights_bytes_estimate)
+                                    presets, size, weights_bytes_for)
 from chatsite.pools.models import ModelPool
 
 DEFAULT_PRESET = "llama-3.1-8b-instruct"
@@ -30,25 +32,28 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
     def handle(self, *args, **o):
-        kv_dtype, quantization = o["kv_dtype"], o["quantization"]
+        kv_dtype, quantization, dtype = o["kv_dtype"], o["quantization"], None
         if o["pool"]:
             pool = ModelPool.objects.filter(name=o["pool"]).first()
             if pool is None:
                 raise CommandError(f"no pool named {o['pool']!r}")
             source = pool.model
-            kv_dtype = kv_dtype or pool.engine_args.get("kv_cache_dtype", "auto")
-            quantization = quantization or pool.engine_args.get("quantization")
+            args = {**ENGINE_ARG_DEFAULTS, **pool.engine_args}
+            kv_dtype, dtype = kv_dtype or args["kv_cache_dtype"], args["dtype"]
+            quantization = quantization or args["quantization"]
         else:
             source = o["model"] or DEFAULT_PRESET
         try:
             config = load_config(source)
             budget = config.get("planner", {})
             shape = ModelShape.from_config(config)
+            if dtype:  # the pool's engine computes and caches in its own dtype
+                shape = dataclasses.replace(shape, dtype=dtype)
             gpu = GPUS[o["gpu"] or budget.get("gpu", "h100-sxm-80gb")]
             if o["memory_gib"] or o["bandwidth_tbs"]:
                 gpu = Gpu("custom GPU", int((o["memory_gib"] or gpu.memory_bytes / GiB) * GiB),
                           (o["bandwidth_tbs"] or gpu.bandwidth_bytes_per_s / 1e12) * 1e12)
-            estimate = weights_bytes_estimate(shape, quantization=quantization)
+            estimate = weights_bytes_for(shape, source, quantization=quantization)
             weights_gib = o["weights_gib"] if o["weights_gib"] is not None else (
                 None if quantization else budget.get("weights_gib"))
             weights = int(weights_gib * GiB) if weights_gib is not None else estimate
