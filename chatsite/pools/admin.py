@@ -54,14 +54,21 @@ class ModelPoolAdmin(admin.ModelAdmin):
 
     @admin.display(description="gate report")
     def gate_report_shown(self, pool):
-        report = pool.gate_report or {}
-        if not report:
-            return "-"
-        rows = [(k, v) for k, v in report.items() if not isinstance(v, (list, dict))]
-        reasons = report.get("reasons", [])
-        return format_html("<table>{}</table><p>{}</p>",
-                           format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
-                           "; ".join(reasons))
+        r = pool.gate_report or {}
+        if "exact_match" not in r:
+            return "; ".join(r.get("reasons", [])) or "-"
+        rows = [("base", r.get("base", "")), ("differs from base by", ", ".join(r.get("lossy", [])) or "speculation only"),
+                ("greedy replies identical", f"{r['exact_match']:.1%} of {r['prompts']} (token agreement "
+                                             f"{r['token_agreement']:.1%})"),
+                ("held-out perplexity", f"{r['base_perplexity']:.4f} -> {r['variant_perplexity']:.4f} "
+                                        f"({r['ppl_increase']:+.3%}, {r['heldout_tokens']} tokens)")]
+        if r.get("acceptance_rate") is not None:
+            rows.append(("speculation", f"{r['accepted_tokens']} of {r['draft_tokens']} draft tokens accepted "
+                                        f"({r['acceptance_rate']:.1%})"))
+        rows += [(f"differs on {m['prompt']!r}", f"base: {m['base'][:80]!r} / variant: {m['variant'][:80]!r}")
+                 for m in r.get("mismatches", [])]
+        rows.append(("verdict", "; ".join(r.get("reasons", [])) or "within tolerance"))
+        return format_html("<table>{}</table>", format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows))
 
     @admin.display(description="KV capacity plan (from the model's config.json)")
     def kv_capacity_plan(self, pool):

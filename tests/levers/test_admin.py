@@ -27,8 +27,14 @@ def test_change_page_shows_the_gate_verdict_and_its_reasons(admin_client, settin
     base = PoolFactory(name="gate-base", model=str(settings.CHATSITE["DEMO_MODELS_DIR"] / "flagship"))
     pool = PoolFactory(name="gate-fp8", model=base.model, base_pool=base, enabled=False,
                        engine_args={"block_size": 32, "kv_cache_dtype": "fp8"})
-    gate_record(pool, status=GateStatus.FAILED, report={"exact_match": 0.75, "reasons": ["exact match too low"]})
+    report = {"base": "gate-base", "lossy": ["kv_cache_dtype 'fp8' (base 'auto')"], "exact_match": 0.75,
+              "prompts": 16, "token_agreement": 0.8, "base_perplexity": 21.4, "variant_perplexity": 21.5,
+              "ppl_increase": 0.0047, "heldout_tokens": 2846, "acceptance_rate": None,
+              "mismatches": [{"prompt": "Explain lambda.", "base": "Lambda", "variant": "lambda"}],
+              "reasons": ["exact match too low"]}
+    gate_record(pool, status=GateStatus.FAILED, report=report)
     page = admin_client.get(f"/admin/pools/modelpool/{pool.pk}/change/").content.decode()
-    assert "failed" in page and "exact match too low" in page and "0.75" in page
+    assert "failed" in page and "exact match too low" in page and "75.0% of 16" in page
+    assert "21.4000 -&gt; 21.5000 (+0.470%" in page and "Explain lambda." in page
     listing = admin_client.get("/admin/pools/modelpool/").content.decode()
     assert "KV cache fp8" in listing and "not required" in listing  # the variant's lever; the base needs no gate
