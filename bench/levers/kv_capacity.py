@@ -27,11 +27,13 @@ REQUESTS, PROMPT_WORDS, MAX_TOKENS = 64, 96, 64  # ~360 prompt tokens
 
 
 def _planned_tokens(overrides: dict, kv_bytes: int) -> int:
-    from chatsite.pools.kv_plan import GPUS, ModelShape, kv_plan, load_config
+    import dataclasses
 
-    shape = ModelShape.from_config(load_config(spec().model))
-    shape = ModelShape(**{**shape.__dict__, "dtype": overrides.get("dtype", "float32")})
-    gpu = GPUS["h100-sxm-80gb"].__class__("KV memory", kv_bytes, 1.0)
+    from chatsite.pools.kv_plan import Gpu, ModelShape, kv_plan, load_config
+
+    shape = dataclasses.replace(ModelShape.from_config(load_config(spec().model)),
+                                dtype=overrides.get("dtype", "float32"))
+    gpu = Gpu("KV memory only", kv_bytes, bandwidth_bytes_per_s=1.0)  # bandwidth unused here
     return kv_plan(shape, gpu, weights_bytes=0, overhead_bytes=0,
                    kv_cache_dtype=overrides.get("kv_cache_dtype", "auto")).kv_tokens
 
