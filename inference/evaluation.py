@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from inference.specs import EngineSpec
 
-# Fixed prompts: trained topics and held-out ones (keys the demo models never saw).
+# Fixed prompts in the shape the demo models answer (their replies recall the Python docs);
+# perplexity is measured separately on held-out text the models never trained on.
 GATE_PROMPTS = (
     "Explain the for statement.", "Explain the while statement.", "Explain the if statement.",
     "Explain the with statement.", "Explain the try statement.", "Explain lambda.",
