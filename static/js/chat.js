@@ -244,8 +244,9 @@
 
   $("scroller").addEventListener("scroll", () => { jump.hidden = ns.scroll.atBottom(); }, { passive: true });
   jump.addEventListener("click", () => {
-    const s = $("scroller");
-    s.scrollTo({ top: s.scrollHeight, behavior: "smooth" });
+    // An instant jump: a smooth one aims at the height of the moment it starts, and text
+    // streaming in meanwhile would leave the reader short of the bottom, no longer followed.
+    ns.scroll.toBottom();
     input.focus({ preventScroll: true });
   });
 
