@@ -103,6 +103,8 @@ class RunEventsConsumer(AsyncHttpConsumer):
         keepalive = settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]
         if await self._sent_snapshot(key, run_id):
             return
+        if last_id != "0-0" and await self._sent_ended(key, last_id):
+            return
         # A write retried across a Redis hiccup may repeat an entry; clients never see it twice.
         sent_through = await self._seq_through(key, last_id)
         hub = get_hub()
@@ -129,6 +131,18 @@ class RunEventsConsumer(AsyncHttpConsumer):
                     await self.send_body(b"".join(frames), more_body=True)
         finally:
             hub.unsubscribe(sub)
+
+    async def _sent_ended(self, key: str, last_id: str) -> bool:
+        """A client resuming at or after the terminal entry (it had the end, or its
+        connection dropped as the end arrived) gets the terminal event again, not a
+        stream that never ends: the text is unchanged and the client knows to stop."""
+        entries = await get_async_redis().xrevrange(key, count=1)
+        for entry_id, fields in entries:
+            entry = events.decode(entry_id, fields)
+            if entry.is_terminal and events.stream_id_key(last_id) >= events.stream_id_key(entry_id):
+                await self.send_body(events.sse_frame(entry), more_body=True)
+                return True
+        return False
 
     async def _seq_through(self, key: str, last_id: str) -> int:
         """How many tokens the client had at `last_id` (0 from the start)."""

@@ -68,6 +68,12 @@ def is_valid_stream_id(value: str) -> bool:
     return bool(_STREAM_ID.match(value)) and all(int(part) < 2**64 for part in value.split("-"))
 
 
+def stream_id_key(value: str) -> tuple[int, int]:
+    """A stream id ("ms-seq", or "ms") as a tuple that orders like Redis orders ids."""
+    ms, _, seq = value.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def sse_frame(entry: Entry) -> bytes:
     """One SSE event; `id:` is the stream id, so Last-Event-ID resumes exactly."""
     if entry.type == TOKEN:

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from chatsite import redis_keys
+from chatsite.runs import events
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,7 @@ READ_COUNT = 1000
 WAKE_TTL_SECONDS = 3600
 
 
-def _id(value: str) -> tuple[int, int]:
-    ms, _, seq = value.partition("-")
-    return int(ms), int(seq or 0)
+_id = events.stream_id_key
 
 
 class HubError(Exception):
