@@ -66,6 +66,8 @@ def check_engine(*, pool: str, model: str, max_model_len: int, args: dict, devic
 
 def _platform_problems(args: dict, device: str, config: dict | None) -> list[str]:
     problems = []
+    if args.get("distributed_executor_backend") == "uni" and args.get("tensor_parallel_size", 1) > 1:
+        problems.append(f"tensor_parallel_size {args['tensor_parallel_size']} needs distributed_executor_backend 'mp'")
     if device == "cpu" and args["block_size"] % CPU_BLOCK_MULTIPLE:
         problems.append(f"block_size {args['block_size']} is not a multiple of {CPU_BLOCK_MULTIPLE} "
                         "(the CPU attention backend)")

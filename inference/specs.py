@@ -18,6 +18,11 @@ DEFAULT_ENGINE_ARGS: dict = {
     "seed": 0,
     "enforce_eager": True,
     "tensor_parallel_size": 1,
+    # The model runs in the engine-core process. The multiprocess executor puts it in a
+    # child and the core busy-waits (sched_yield) on shared memory for every step: a
+    # whole core spent waiting, which on a small CPU host starves the web and the
+    # worker for seconds (measured: bench/out/RESULTS.md). Use "mp" for tensor parallel.
+    "distributed_executor_backend": "uni",
     "gpu_memory_utilization": 0.9,
     "kv_cache_dtype": "auto",
     "quantization": None,

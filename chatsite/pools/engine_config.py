@@ -18,7 +18,7 @@ ENGINE_ARG_DEFAULTS = {
     "enable_prefix_caching": True, "enable_chunked_prefill": True, "scheduling_policy": "priority", "seed": 0,
     "enforce_eager": True, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto",
     "quantization": None, "speculative_config": None, "trust_remote_code": False, "disable_log_stats": False,
-    "enable_log_requests": False,
+    "enable_log_requests": False, "distributed_executor_backend": "uni",
 }
 ENGINE_ARG_KEYS = frozenset(ENGINE_ARG_DEFAULTS)
 DEVICES = ("cpu", "gpu")
@@ -114,6 +114,12 @@ def _batching(args: dict, context_length: int, device: str) -> list[Problem]:
     for key in ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager"):
         if key in args and not isinstance(args[key], bool):
             out.append(Problem("engine_args", f"{key} must be true or false, not {args[key]!r}"))
+    executor, tp = args.get("distributed_executor_backend", "uni"), _positive_int(args, "tensor_parallel_size")
+    if executor not in ("uni", "mp"):
+        out.append(Problem("engine_args", f"distributed_executor_backend must be 'uni' or 'mp', not {executor!r}"))
+    elif executor == "uni" and tp and tp > 1:
+        out.append(Problem("engine_args", f"tensor_parallel_size {tp} needs distributed_executor_backend 'mp' "
+                                          "('uni' runs the model in one process)"))
     block = _positive_int(args, "block_size")
     if block and device == "cpu" and block % 32:
         out.append(Problem("engine_args", f"block_size {block} is not a multiple of 32: the CPU attention "

@@ -67,6 +67,10 @@ BAD = [
     ("unknown speculation method", {"speculative_config": {"method": "telepathy"}}, 1024, "cpu", "engine_args",
      "method 'ngram' or 'draft_model'", False),
     ("unknown engine argument", {"max_batch": 3}, 1024, "cpu", "engine_args", "unknown engine argument", False),
+    ("tensor parallel in one process", {"tensor_parallel_size": 2}, 1024, "gpu", "engine_args",
+     "needs distributed_executor_backend 'mp'", True),
+    ("unknown executor", {"distributed_executor_backend": "ray-ish"}, 1024, "cpu", "engine_args",
+     "must be 'uni' or 'mp'", False),
 ]
 GOOD = [
     ("demo", {}),
