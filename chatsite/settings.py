@@ -71,12 +71,20 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatsite"),
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
-    )
-}
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatsite"))}
+# A connection pool per process (psycopg_pool through Django): a request or a claim
+# borrows a live connection instead of forking a Postgres backend, and a process
+# never holds more than DATABASE_POOL_MAX. Each connection is checked as it is
+# handed out, so a Postgres restart costs a reconnect, not an error.
+# A request waits up to DATABASE_POOL_TIMEOUT seconds for a connection (a Postgres
+# blip shorter than that is ridden out), then fails with 503 + Retry-After.
+# DATABASE_POOL_MAX=0 turns the pool off (one connection per request, closed after).
+_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "8"))
+if _POOL_MAX > 0:
+    DATABASES["default"]["OPTIONS"] = {"pool": {
+        "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60,
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3"))}}
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # with a pool: ConnectionPool.check_connection
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME", "test_chatsite")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
