@@ -3,6 +3,7 @@
 Routing, the admin and the metrics read them; the same beat keeps this
 worker's run leases alive and notices a lease another attempt has taken."""
 import logging
+import os
 import threading
 import time
 
@@ -12,7 +13,8 @@ from chatsite.runs.services.claim import leases_refresh
 
 log = logging.getLogger(__name__)
 
-INTERVAL_SECONDS = 1.0
+# About once a second; never slower than health.STALE_SECONDS allows (three missed beats = gone).
+INTERVAL_SECONDS = min(float(os.environ.get("CHATSITE_HEARTBEAT_SECONDS", "1.0")), 1.0)
 TTL_SECONDS = 10
 
 

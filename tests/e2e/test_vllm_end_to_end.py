@@ -41,7 +41,12 @@ def test_second_turn_and_resume_on_the_real_engine(live_url, vllm_pool, tenant, 
 
 
 def test_cancel_aborts_in_vllm_and_frees_its_kv_blocks(live_url, vllm_pool, tenant, user, auth):
-    """Cancel reaches the engine within a step: the request's KV blocks are freed at once."""
+    """Cancel reaches the engine within a step: the request leaves the engine and its
+    KV blocks are freed at once, long before the reply would have ended.
+
+    On this shared 2-core machine a busy engine can starve the other processes for
+    seconds, so a cancel may land only after a reply ended by itself; such a try
+    proves nothing and is repeated (at most four tries)."""
     import time
 
     import httpx
@@ -49,34 +54,41 @@ def test_cancel_aborts_in_vllm_and_frees_its_kv_blocks(live_url, vllm_pool, tena
     from chatsite.pools.health import pool_workers
     from tests.conftest import VLLM_POOL
 
-    def kv_use():
-        return max((float(b["kv_cache_usage"]) for b in pool_workers(VLLM_POOL).values()), default=0.0)
+    def engine():
+        beats = pool_workers(VLLM_POOL).values()
+        return (max((float(b["kv_cache_usage"]) for b in beats), default=0.0),
+                sum(int(b["running"]) for b in beats))
 
     def poll(predicate, timeout):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            value = kv_use()
-            if predicate(value):
+            value = engine()
+            if predicate(*value):
                 return value
             time.sleep(0.05)
-        return kv_use()
+        return engine()
 
     vllm_pool.max_output_tokens = 1000  # a reply long enough (seconds) to be cancelled mid-way
     vllm_pool.save(update_fields=["max_output_tokens"])
-    chat = ChatFactory(tenant=tenant, owner=user, pool=vllm_pool)
-    run = post_message(live_url, auth, chat.pk, content="Explain the for statement.", max_tokens=1000,
-                       ignore_eos=True)
-    url = live_url + run["events_url"]
-    read_events(url, headers=auth, max_events=3, timeout=120)
-    during = poll(lambda v: v > 0, 3.0)  # the next heartbeat with the request running
-    cancelled_at = time.monotonic()
-    assert httpx.post(f"{live_url}/api/runs/{run['id']}/cancel", headers=auth, timeout=10).status_code == 200
-    evs = read_events(url, headers=auth, timeout=60)
-    stopped_after = time.monotonic() - cancelled_at
-    saved = wait_terminal(run["id"])
-    after = poll(lambda v: v == 0, 3.0)
-    print(f"KV cache use: {during:.4f} while running, {after:.4f} after cancel; "
-          f"stream ended {stopped_after * 1000:.0f} ms after the cancel request")
+    tries = []
+    for attempt in range(4):
+        chat = ChatFactory(tenant=tenant, owner=user, pool=vllm_pool)
+        run = post_message(live_url, auth, chat.pk, content="Explain the for statement.", max_tokens=1000,
+                           ignore_eos=True)
+        url = live_url + run["events_url"]
+        kv_during, running = poll(lambda kv, n: n > 0 and kv > 0, 60.0)  # heartbeats come every 0.2 s here
+        cancelled_at = time.monotonic()
+        assert httpx.post(f"{live_url}/api/runs/{run['id']}/cancel", headers=auth, timeout=30).status_code == 200
+        evs = read_events(url, headers=auth, timeout=60)
+        stopped_after = time.monotonic() - cancelled_at
+        saved = wait_terminal(run["id"])
+        kv_after, running_after = poll(lambda kv, n: kv == 0 and n == 0, 5.0)
+        tries.append((saved.finish_reason, saved.completion_tokens, round(stopped_after * 1000)))
+        if saved.finish_reason != "length":
+            break
+        assert saved.completion_tokens == 1000  # it ran to its end before the cancel landed: try again
+    print(f"tries (finish reason, tokens, ms from cancel request to end of stream): {tries}; "
+          f"KV cache use {kv_during:.4f} with {running} running, {kv_after:.4f} after the cancel")
     assert evs[-1].data["finish_reason"] == "cancelled" and saved.status == "cancelled"
     assert saved.completion_tokens < 1000
-    assert during > 0 and after == 0
+    assert running >= 1 and kv_during > 0 and kv_after == 0 and running_after == 0

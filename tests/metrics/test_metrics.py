@@ -13,7 +13,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def metric(text: str, name: str, **labels) -> float:
     want = ",".join(f'{k}="{v}"' for k, v in labels.items())
     match = re.search(rf"^{re.escape(name)}\{{{re.escape(want)}\}} (\S+)$", text, re.M)
-    assert match, f"{name}{{{want}}} not in /metrics"
+    assert match, f"{name}{{{want}}} not in /metrics:\n" + "\n".join(line for line in text.splitlines()
+                                                                   if line.startswith(name) or "error" in line)
     return float(match.group(1))
 
 
