@@ -156,10 +156,13 @@ class RunEventsConsumer(AsyncHttpConsumer):
 
     async def _sent_snapshot(self, key: str, run_id: int) -> bool:
         """A finished run whose stream has expired is served from Postgres."""
-        if await get_async_redis().exists(key):
+        r = get_async_redis()
+        if await r.exists(key):
             return False
         snapshot = await database_sync_to_async(run_snapshot)(run_id)
         if snapshot is None:
             return False
+        if await r.exists(key):  # no stream yet a moment ago, and now a finished run: it was just made
+            return False  # follow the stream: the client gets ids to resume from
         await self.send_body(snapshot, more_body=True)
         return True
