@@ -35,6 +35,21 @@ def test_second_message_while_a_reply_is_generated_is_refused(chat):
     assert GenerationRun.objects.count() == 1 and chat.messages.count() == 2
 
 
+def test_next_message_right_after_the_stream_ended_is_admitted_with_the_reply_in_its_prompt(chat):
+    """The terminal entry is written before the worker saves the run: a client that
+    posts as soon as it reads `done` is not told a reply is still being generated."""
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Un", "o"])
+    get_redis().xadd(redis_keys.run_stream(first.pk),
+                     events.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
+    second = run_submit(chat=chat, content="two")  # the worker has not finalized `first` yet
+    first.refresh_from_db()
+    assert first.status == "completed" and first.assistant_message.content == "Uno"
+    assert second.status == "queued"
+    assert second.prompt_snapshot == [{"role": "user", "content": "one"}, {"role": "assistant", "content": "Uno"},
+                                      {"role": "user", "content": "two"}]
+
+
 @pytest.mark.parametrize("kwargs, field", [
     ({"content": ""}, "content"), ({"content": "   "}, "content"), ({"content": "a\x00b"}, "content"),
     ({"content": "x" * 40000}, "content"), ({"content": "hi", "max_tokens": 0}, "max_tokens"),
