@@ -7,8 +7,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from chatsite import redis_keys
@@ -29,9 +29,13 @@ def quota_for(tenant) -> TenantQuota | None:
     return TenantQuota.objects.filter(tenant=tenant).first()
 
 
-def quota_check_rate(*, tenant) -> None:
-    """Requests per minute (a Redis counter per minute). Raises RateLimited."""
-    quota = quota_for(tenant)
+_UNSET = object()
+
+
+def quota_check_rate(*, tenant, quota=_UNSET) -> None:
+    """Requests per minute (a Redis counter per minute). Raises RateLimited.
+    `quota` is the tenant's TenantQuota (or None) when the caller has read it already."""
+    quota = quota_for(tenant) if quota is _UNSET else quota
     if quota is None or quota.requests_per_minute is None:
         return
     minute = int(time.time() // 60)
@@ -47,21 +51,27 @@ def quota_check_rate(*, tenant) -> None:
 
 
 def _usage_row(tenant, period: str) -> TenantUsage:
+    """This period's usage row, locked (created the first time: one statement otherwise)."""
     start = period_start(timezone.now(), period)
-    TenantUsage.objects.get_or_create(tenant=tenant, period_start=start)
-    return TenantUsage.objects.select_for_update().get(tenant=tenant, period_start=start)
+    usage = TenantUsage.objects.select_for_update().filter(tenant=tenant, period_start=start).first()
+    if usage is None:
+        TenantUsage.objects.get_or_create(tenant=tenant, period_start=start)
+        usage = TenantUsage.objects.select_for_update().get(tenant=tenant, period_start=start)
+    return usage
 
 
-def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs: int) -> Reservation:
-    """Reserve tokens for a new run; call inside the admission transaction.
+def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs, quota=_UNSET) -> Reservation:
+    """Reserve tokens for a new run; call inside the admission transaction, last
+    (the usage row's lock is held until commit). `active_runs` is a callable counting
+    the tenant's queued and running runs, called only when the tenant has that limit.
 
     Raises RateLimited for too many runs at once or an exhausted budget."""
-    quota = quota_for(tenant)
+    quota = quota_for(tenant) if quota is _UNSET else quota
     period = quota.period if quota else TenantQuota.Period.MONTH
     usage = _usage_row(tenant, period)  # the row lock serializes this tenant's admissions
-    if quota and quota.max_concurrent_runs is not None and active_runs >= quota.max_concurrent_runs:
+    if quota and quota.max_concurrent_runs is not None and (active := active_runs()) >= quota.max_concurrent_runs:
         count_refusal("concurrency")
-        raise RateLimited(f"your team already has {active_runs} replies in progress, the most it may run at once",
+        raise RateLimited(f"your team already has {active} replies in progress, the most it may run at once",
                           code="concurrency_limit", retry_after=5)
     cap, limited = max_tokens, False
     if quota and quota.token_budget is not None:
@@ -88,13 +98,14 @@ def quota_record_refusal(*, tenant) -> None:
 
 
 def quota_settle(*, run) -> None:
-    """Release a finished run's reservation and record what it used (in finalize's transaction)."""
+    """Release a finished run's reservation and record what it used, in one statement
+    (call it last in finalize's transaction: the row lock lasts until commit)."""
     quota = quota_for(run.tenant)
     period = quota.period if quota else TenantQuota.Period.MONTH
     start = period_start(run.queued_at, period)
     used = run.prompt_tokens + run.completion_tokens
-    with transaction.atomic():
-        usage, _ = TenantUsage.objects.select_for_update().get_or_create(tenant=run.tenant, period_start=start)
-        usage.reserved_tokens = max(0, usage.reserved_tokens - run.reserved_tokens)
-        usage.used_tokens += used
-        usage.save(update_fields=["reserved_tokens", "used_tokens"])
+    rows = TenantUsage.objects.filter(tenant=run.tenant, period_start=start).update(
+        reserved_tokens=Greatest(F("reserved_tokens") - run.reserved_tokens, 0), used_tokens=F("used_tokens") + used)
+    if not rows:  # the period's first figure (its admission fell in the period before)
+        TenantUsage.objects.get_or_create(tenant=run.tenant, period_start=start)
+        TenantUsage.objects.filter(tenant=run.tenant, period_start=start).update(used_tokens=F("used_tokens") + used)

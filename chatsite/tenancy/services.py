@@ -5,6 +5,7 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -72,13 +73,15 @@ def api_key_authenticate(raw: str) -> ApiKey | None:
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not _PREFIX_ID.fullmatch(parts[1]):
         return None
-    key = ApiKey.objects.select_related("user", "tenant").filter(prefix=parts[1], revoked_at__isnull=True).first()
+    # One query: the key, its user and tenant, and that the user is still a member of the
+    # tenant (removed from it, the keys made while a member stop working too).
+    key = (ApiKey.objects.select_related("user", "tenant")
+           .filter(prefix=parts[1], revoked_at__isnull=True,
+                   user__memberships__tenant_id=F("tenant_id")).first())
     if key is None or not secrets.compare_digest(key.secret_hash, _hash(parts[2])):
         return None
     if not (key.user.is_active and key.tenant.is_active):
         return None
-    if not Membership.objects.filter(user_id=key.user_id, tenant_id=key.tenant_id).exists():
-        return None  # removed from the tenant: the keys made while a member stop working too
     now = timezone.now()
     if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)  # at most once a minute per key

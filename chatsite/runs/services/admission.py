@@ -7,7 +7,7 @@ from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
-from chatsite.quotas.services import quota_check_rate, quota_record_refusal, quota_reserve
+from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve
 from chatsite.redis_client import get_redis
 from chatsite.runs import events
 from chatsite.runs.dispatch import run_dispatch
@@ -54,10 +54,11 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
             field="content", code="context_length_exceeded")
     shed_if_overloaded(pool)
     try:
-        quota_check_rate(tenant=chat.tenant)
+        quota = quota_for(chat.tenant)
+        quota_check_rate(tenant=chat.tenant, quota=quota)
         try:
             with transaction.atomic():
-                run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room)
+                run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota)
         except ReplyInProgress as busy:
             # The previous reply's stream has ended but its worker has not saved it yet (the
             # terminal entry comes first): save it here (idempotent), then admit this message.
@@ -65,7 +66,7 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
                 raise
             run_finalize(run_id=busy.run_id)
             with transaction.atomic():
-                run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room)
+                run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota)
     except RateLimited:
         quota_record_refusal(tenant=chat.tenant)
         raise
@@ -97,7 +98,7 @@ def _existing(chat: Chat, key: str) -> GenerationRun | None:
     return run
 
 
-def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room) -> GenerationRun:
+def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota) -> GenerationRun:
     chat = Chat.objects.select_for_update().get(pk=chat.pk)
     # A concurrent request with the same key may have committed while we waited for the lock.
     existing = _existing(chat, idempotency_key) if idempotency_key else None
@@ -112,9 +113,9 @@ def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key
         chat.title = " ".join(content.split())[:60]
     chat.save(update_fields=["title", "updated_at"])
     snapshot, prompt_tokens = _snapshot(chat, user_msg, room)
-    active = GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count()
-    reservation = quota_reserve(tenant=chat.tenant, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
-                                active_runs=active)
+    reservation = quota_reserve(
+        tenant=chat.tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
+        active_runs=lambda: GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count())
     run = GenerationRun.objects.create(
         tenant=chat.tenant, chat=chat, user_message=user_msg, assistant_message=assistant_msg, pool=pool,
         tier=tier, source=source, seed=sampling.seed, max_tokens=sampling.max_tokens,
