@@ -79,7 +79,10 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "po
 # A request waits up to DATABASE_POOL_TIMEOUT seconds for a connection (a Postgres
 # blip shorter than that is ridden out), then fails with 503 + Retry-After.
 # DATABASE_POOL_MAX=0 turns the pool off (one connection per request, closed after).
-_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "8"))
+# Django under ASGI runs each request's sync code in its own thread, so the web needs
+# about as many connections as requests it serves at once; a worker's slots only
+# borrow one to claim and to finalize.
+_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "24"))
 if _POOL_MAX > 0:
     DATABASES["default"]["OPTIONS"] = {"pool": {
         "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60,
