@@ -67,7 +67,12 @@ def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs, q
 
     Raises RateLimited for too many runs at once or an exhausted budget."""
     quota = quota_for(tenant) if quota is _UNSET else quota
-    period = quota.period if quota else TenantQuota.Period.MONTH
+    if quota is None or (quota.token_budget is None and quota.max_concurrent_runs is None):
+        # Nothing to enforce: no reservation, and no lock that would serialize this
+        # tenant's admissions (and its runs' finalizes) on one row. Usage is still
+        # counted when each run is settled.
+        return Reservation(0, None)
+    period = quota.period
     usage = _usage_row(tenant, period)  # the row lock serializes this tenant's admissions
     if quota and quota.max_concurrent_runs is not None and (active := active_runs()) >= quota.max_concurrent_runs:
         count_refusal("concurrency")
