@@ -11,6 +11,11 @@ def run_cancel(run_id: int) -> str:
     return f"run:{run_id}:cancel"
 
 
+def cancelled_runs() -> str:
+    """Sorted set of cancelled run ids (score: when); a worker reads all its runs' in one ZMSCORE per step."""
+    return "runs:cancelled"
+
+
 def run_lease(run_id: int) -> str:
     """Held by the one worker attempt generating the run; lapses when it dies."""
     return f"run:{run_id}:lease"

@@ -121,10 +121,10 @@ class StreamWriter:
             if last.finished:
                 outcome = self._terminal(ops, run, last)
                 finished.append((run, outcome))
-        # 2) the cancel flags of every active run, in the same round trip
+        # 2) whether any active run was cancelled: one command for all, in the same round trip
         flag_runs = [r for r in active.values() if not r.cancel_requested]
-        for r in flag_runs:
-            ops.append(("exists", redis_keys.run_cancel(r.run_id)))
+        if flag_runs:
+            ops.append(("zmscore", redis_keys.cancelled_runs(), [r.run_id for r in flag_runs]))
         try:
             results = self._execute(ops)
         except Exception:
@@ -133,8 +133,8 @@ class StreamWriter:
                 run.done.set()
             raise
         # 3) abort the cancelled ones in the engine (frees their KV blocks now)
-        for run, flag in zip(flag_runs, results[len(results) - len(flag_runs):]):
-            if flag and not run.done.is_set():
+        for run, flag in zip(flag_runs, results[-1] if flag_runs else ()):
+            if flag is not None and not run.done.is_set():
                 run.cancel_requested = True
                 self._abort(run.request_id)
         # 4) wake the tasks whose run ended

@@ -1,4 +1,6 @@
 """Cancel: the Stop button. Closing a tab is not a cancel."""
+import time
+
 from django.conf import settings
 
 from chatsite import redis_keys
@@ -17,8 +19,13 @@ def run_cancel(*, run: GenerationRun) -> GenerationRun:
     blocks); a run no live attempt holds is ended here at once. Idempotent."""
     if run.is_terminal:
         return run
-    r = get_redis()
-    r.set(redis_keys.run_cancel(run.pk), "1", ex=settings.CHATSITE["STREAM_TTL_SECONDS"])
+    ttl = settings.CHATSITE["STREAM_TTL_SECONDS"]
+    now = time.time()
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.set(redis_keys.run_cancel(run.pk), "1", ex=ttl)
+    pipe.zadd(redis_keys.cancelled_runs(), {str(run.pk): now})
+    pipe.zremrangebyscore(redis_keys.cancelled_runs(), "-inf", now - ttl)  # no run lives that long
+    pipe.execute()
     claim = run_claim(run_id=run.pk, worker="canceller")
     if claim is not None:  # nobody is generating it: end it ourselves
         try:
