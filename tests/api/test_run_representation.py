@@ -1,0 +1,22 @@
+"""The run's hand-written representation equals what DRF builds from the declared fields."""
+import pytest
+from django.utils import timezone
+from rest_framework import serializers
+
+from chatsite.api.serializers import RunSerializer
+from chatsite.runs.services import run_submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_fast_run_representation_equals_the_fields_output(chat):
+    run = run_submit(chat=chat, content="hello", max_tokens=12, seed=4, stop=["x"])
+    queued = RunSerializer(run)
+    assert queued.data == serializers.ModelSerializer.to_representation(queued, run)
+    assert queued.data["started_at"] is None and queued.data["tokens_per_second"] is None
+    now = timezone.now()
+    run.status, run.started_at, run.first_token_at, run.finished_at = "completed", now, now, now + timezone.timedelta(seconds=2)
+    run.ttft_ms, run.itl_ms, run.prompt_tokens, run.completion_tokens, run.finish_reason = 40, 12.5, 9, 11, "length"
+    finished = RunSerializer(run)
+    assert finished.data == serializers.ModelSerializer.to_representation(finished, run)
+    assert finished.data["tokens_per_second"] == 5.0 and finished.data["finished_at"].endswith("Z")
