@@ -107,6 +107,7 @@ class Stack:
         raise TimeoutError(f"daphne did not answer; see {proc.log_path}")
 
     def start_worker(self, name: str, *, pool: str = common.POOL, timeout: float = 600, **env) -> "Proc":
+        env.setdefault("DATABASE_POOL_MAX", 8)  # as scripts/run.sh runs workers
         proc = self._start(f"worker-{name}", ["-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
                                               "-n", f"{name}@%h", "-l", "warning", "--without-gossip",
                                               "--without-mingle"], env)

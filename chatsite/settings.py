@@ -78,8 +78,10 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "po
 # connection per request, closed after): in the test suite's long-lived web process
 # the pool ran dry late in the session ("couldn't get a connection after 3.00 sec"
 # from every request), which points at connections that some path checks out and never
-# returns; until that is found, pooling is opt-in. Django under ASGI runs each request
-# in its own thread, so a web process needs about as many connections as requests.
+# returns (likely a streaming response whose client hung up: without a pool the
+# connection closes when its thread goes away; with one it is lost to the pool). Until
+# that is fixed the web runs without a pool; workers (plain threads that close their
+# connection after each claim and finalize) run with DATABASE_POOL_MAX=8 (Procfile).
 _POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "0"))
 if _POOL_MAX > 0:
     DATABASES["default"]["OPTIONS"] = {"pool": {

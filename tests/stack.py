@@ -99,6 +99,7 @@ def start_web(env: dict) -> tuple[Proc, str]:
 
 
 def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=()) -> Proc:
+    env = {"DATABASE_POOL_MAX": "8", **env}  # workers run with a connection pool, as scripts/run.sh starts them
     proc = Proc(f"worker-{name}", [sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
                                    "-n", f"{name}@%h", "-l", "info", "--without-gossip", "--without-mingle",
                                    *extra_args], env)
