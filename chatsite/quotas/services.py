@@ -61,9 +61,9 @@ def _usage_row(tenant, period: str) -> TenantUsage:
 
 
 def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs, quota=_UNSET) -> Reservation:
-    """Reserve tokens for a new run; call inside the admission transaction, last
-    (the usage row's lock is held until commit). `active_runs` is a callable counting
-    the tenant's queued and running runs, called only when the tenant has that limit.
+    """Reserve tokens for a new run; call inside the admission transaction (the usage
+    row's lock is held until commit). `active_runs` is a callable counting the
+    tenant's queued and running runs, called only when the tenant has that limit.
 
     Raises RateLimited for too many runs at once or an exhausted budget."""
     quota = quota_for(tenant) if quota is _UNSET else quota
