@@ -72,20 +72,19 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatsite"))}
-# Optional: a connection pool per process (psycopg_pool through Django), checked on
-# checkout; a request waits up to DATABASE_POOL_TIMEOUT seconds for a connection,
-# then fails with 503 + Retry-After. OFF by default (DATABASE_POOL_MAX=0: one
-# connection per request, closed after): in the test suite's long-lived web process
-# the pool ran dry late in the session ("couldn't get a connection after 3.00 sec"
-# from every request), which points at connections that some path checks out and never
-# returns (likely a streaming response whose client hung up: without a pool the
-# connection closes when its thread goes away; with one it is lost to the pool). Until
-# that is fixed the web runs without a pool; workers (plain threads that close their
-# connection after each claim and finalize) run with DATABASE_POOL_MAX=8 (Procfile).
-_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "0"))
+# A connection pool per process (psycopg_pool through Django), checked on checkout: a
+# request borrows a live connection instead of forking a Postgres backend. It waits up
+# to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. Django
+# under ASGI runs each request in its own thread, so a web process needs about as many
+# connections as requests it serves at once. reconnect_timeout caps psycopg_pool's
+# reconnection backoff: left at its default (5 minutes), a pool whose connections were
+# all cut by a Postgres restart kept its one reconnect attempt parked in a growing delay
+# and refused every request for minutes after Postgres was back (seen in the test suite).
+# DATABASE_POOL_MAX=0 turns the pool off (one connection per request, closed after).
+_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "24"))
 if _POOL_MAX > 0:
     DATABASES["default"]["OPTIONS"] = {"pool": {
-        "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60,
+        "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60, "reconnect_timeout": 5,
         "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3"))}}
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # with a pool: ConnectionPool.check_connection
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME", "test_chatsite")}
