@@ -29,13 +29,9 @@ def quota_for(tenant) -> TenantQuota | None:
     return TenantQuota.objects.filter(tenant=tenant).first()
 
 
-_UNSET = object()
-
-
-def quota_check_rate(*, tenant, quota=_UNSET) -> None:
-    """Requests per minute (a Redis counter per minute). Raises RateLimited.
-    `quota` is the tenant's TenantQuota (or None) when the caller has read it already."""
-    quota = quota_for(tenant) if quota is _UNSET else quota
+def quota_check_rate(*, tenant, quota: TenantQuota | None) -> None:
+    """Requests per minute (a Redis counter per minute), against the tenant's quota
+    (`quota_for`, read once by the caller). Raises RateLimited."""
     if quota is None or quota.requests_per_minute is None:
         return
     minute = int(time.time() // 60)
@@ -60,13 +56,13 @@ def _usage_row(tenant, period: str) -> TenantUsage:
     return usage
 
 
-def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs, quota=_UNSET) -> Reservation:
+def quota_reserve(*, tenant, quota: TenantQuota | None, prompt_tokens: int, max_tokens: int,
+                  active_runs) -> Reservation:
     """Reserve tokens for a new run; call inside the admission transaction (the usage
     row's lock is held until commit). `active_runs` is a callable counting the
     tenant's queued and running runs, called only when the tenant has that limit.
 
     Raises RateLimited for too many runs at once or an exhausted budget."""
-    quota = quota_for(tenant) if quota is _UNSET else quota
     if quota is None or (quota.token_budget is None and quota.max_concurrent_runs is None):
         # Nothing to enforce: no reservation, and no lock that would serialize this
         # tenant's admissions (and its runs' finalizes) on one row. Usage is still
@@ -74,12 +70,12 @@ def quota_reserve(*, tenant, prompt_tokens: int, max_tokens: int, active_runs, q
         return Reservation(0, None)
     period = quota.period
     usage = _usage_row(tenant, period)  # the row lock serializes this tenant's admissions
-    if quota and quota.max_concurrent_runs is not None and (active := active_runs()) >= quota.max_concurrent_runs:
+    if quota.max_concurrent_runs is not None and (active := active_runs()) >= quota.max_concurrent_runs:
         count_refusal("concurrency")
         raise RateLimited(f"your team already has {active} replies in progress, the most it may run at once",
                           code="concurrency_limit", retry_after=5)
     cap, limited = max_tokens, False
-    if quota and quota.token_budget is not None:
+    if quota.token_budget is not None:
         limited = True
         left = quota.token_budget - usage.used_tokens - usage.reserved_tokens
         if left < prompt_tokens + 1:

@@ -3,6 +3,7 @@ from django.conf import settings
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
+from chatsite.runs import events
 
 # Append a terminal entry unless the stream already ends with one, then start
 # the stream's TTL. KEYS[1] = stream, ARGV[1] = TTL seconds, ARGV[2..] = fields.
@@ -27,3 +28,10 @@ def terminal_args(run_id: int, fields: dict) -> tuple:
 def write_terminal(run_id: int, fields: dict) -> bool:
     """Append a terminal entry if the stream has none yet (atomic); True if written."""
     return bool(get_redis().eval(*terminal_args(run_id, fields)))
+
+
+def stream_ended(run_id: int) -> bool:
+    """Whether the run's stream holds its terminal entry (the last one, when there is one)."""
+    for entry_id, fields in get_redis().xrevrange(redis_keys.run_stream(run_id), count=1):
+        return events.decode(entry_id, fields).is_terminal
+    return False

@@ -2,19 +2,17 @@
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from chatsite import redis_keys
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
 from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve
-from chatsite.redis_client import get_redis
-from chatsite.runs import events
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
 from chatsite.runs.services.finalize import run_finalize
 from chatsite.runs.services.shedding import shed_if_overloaded
+from chatsite.runs.streams import stream_ended
 from chatsite.runs.validation import clean_sampling, clean_text
 
 HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
@@ -62,7 +60,7 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
         except ReplyInProgress as busy:
             # The previous reply's stream has ended but its worker has not saved it yet (the
             # terminal entry comes first): save it here (idempotent), then admit this message.
-            if not _stream_ended(busy.run_id):
+            if not stream_ended(busy.run_id):
                 raise
             run_finalize(run_id=busy.run_id)
             with transaction.atomic():
@@ -82,13 +80,6 @@ class ReplyInProgress(Conflict):
     def __init__(self, run_id: int):
         super().__init__("a reply is still being generated in this chat; wait for it or stop it first")
         self.run_id = run_id
-
-
-def _stream_ended(run_id: int) -> bool:
-    """Whether the run's stream holds its terminal entry (it is the last one)."""
-    for entry_id, fields in get_redis().xrevrange(redis_keys.run_stream(run_id), count=1):
-        return events.decode(entry_id, fields).is_terminal
-    return False
 
 
 def _existing(chat: Chat, key: str) -> GenerationRun | None:
