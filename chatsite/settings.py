@@ -80,8 +80,12 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "po
 # reconnection backoff: left at its default (5 minutes), a pool whose connections were
 # all cut by a Postgres restart kept its one reconnect attempt parked in a growing delay
 # and refused every request for minutes after Postgres was back (seen in the test suite).
-# DATABASE_POOL_MAX=0 turns the pool off (one connection per request, closed after).
-_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "24"))
+# Even with that cap, a clean-clone run of the suite saw the web's pool still refusing
+# requests after the Postgres fault tests, so the pool is OFF by default
+# (DATABASE_POOL_MAX=0: one connection per request, closed after) and turned on for
+# workers only (Procfile: 8), whose claim/finalize retry across outages; set it for the
+# web (24) once its recovery after a restart is understood.
+_POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "0"))
 if _POOL_MAX > 0:
     DATABASES["default"]["OPTIONS"] = {"pool": {
         "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60, "reconnect_timeout": 5,
