@@ -92,6 +92,7 @@ class Stack:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
 
     def start_web(self, **env) -> tuple["Proc", str]:
+        env.setdefault("DATABASE_POOL_MAX", 24)  # as the Procfile runs the web
         port = common.free_port()
         proc = self._start(f"web-{port}", ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                            "chatsite.asgi:application"], env)

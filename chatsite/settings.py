@@ -76,21 +76,19 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "po
 # request borrows a live connection instead of forking a Postgres backend. It waits up
 # to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. Django
 # under ASGI runs each request in its own thread, so a web process needs about as many
-# connections as requests it serves at once. reconnect_timeout caps psycopg_pool's
-# reconnection backoff: left at its default (5 minutes), a pool whose connections were
-# all cut by a Postgres restart kept its one reconnect attempt parked in a growing delay
-# and refused every request for minutes after Postgres was back (seen in the test suite).
-# Even with that cap, a clean-clone run of the suite saw the web's pool still refusing
-# requests after the Postgres fault tests, so the pool is OFF by default
-# (DATABASE_POOL_MAX=0: one connection per request, closed after) and turned on for
-# workers only (Procfile: 8), whose claim/finalize retry across outages; set it for the
-# web (24) once its recovery after a restart is understood.
+# connections as requests it serves at once (Procfile: 24 for the web, 8 per worker).
+# After a Postgres restart every idle connection is dead: the checkout check
+# (chatsite/db_pool.py) replaces them all as soon as one fails, instead of a request
+# walking through them one backoff (1 s, 2 s, ...) at a time; reconnect_timeout caps
+# the backoff of a reconnection (psycopg_pool's default is 5 minutes).
+# DATABASE_POOL_MAX=0 (the default: tests, management commands) means no pool: one
+# connection per request, closed after.
 _POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "0"))
 if _POOL_MAX > 0:
+    DATABASES["default"]["ENGINE"] = "chatsite.pg_backend"  # Django's, with the checkout check above
     DATABASES["default"]["OPTIONS"] = {"pool": {
         "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60, "reconnect_timeout": 5,
         "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3"))}}
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # with a pool: ConnectionPool.check_connection
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME", "test_chatsite")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -83,6 +83,7 @@ class Proc:
 
 
 def start_web(env: dict) -> tuple[Proc, str]:
+    env = {"DATABASE_POOL_MAX": "24", **env}  # the web runs with a connection pool, as the Procfile starts it
     port = free_port()
     proc = Proc(f"web-{port}", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                 "chatsite.asgi:application"], env)

@@ -1,5 +1,6 @@
 """Postgres drops every connection and refuses new ones for a while, as in a restart:
 the worker's final write is retried; nothing is queued without its row."""
+import concurrent.futures
 import threading
 import time
 
@@ -75,3 +76,21 @@ def test_admission_during_an_outage_is_refused_cleanly_and_queues_nothing(fault_
     assert ok.status_code == 202
     assert_nothing_lost(fault_redis_client, ok.json()["run"]["id"])
 
+
+
+def test_web_pool_serves_again_right_after_an_outage(fault_stack, chat, auth):
+    """A restart kills every pooled connection at once. The first request after it may
+    wait one backoff; none may be refused (the stock checkout check walked through the
+    dead connections one backoff at a time and timed out, request after request)."""
+    base = fault_stack["webs"][1]
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:  # grow the pool to several idle connections
+        warm = list(pool.map(lambda _: httpx.get(f"{base}/api/chats/", headers=auth, timeout=30).status_code,
+                             range(48)))
+    assert warm == [200] * 48
+    outage(2.0, own_pid())
+    statuses, waits = [], []
+    for _ in range(15):
+        started = time.monotonic()
+        statuses.append(httpx.get(f"{base}/api/chats/", headers=auth, timeout=30).status_code)
+        waits.append(time.monotonic() - started)
+    assert statuses == [200] * 15, (statuses, waits)
