@@ -33,6 +33,10 @@ class EngineArm:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.engine = AsyncLLM.from_engine_args(common.engine_spec().engine_args())
+        if common.colocate_baselines():
+            from inference.cpu_affinity import colocate_engine_core
+
+            colocate_engine_core()
         self.params = SamplingParams(n=1, max_tokens=common.OUTPUT_TOKENS, temperature=0.0, seed=0, ignore_eos=True,
                                      output_kind=RequestOutputKind.DELTA)
         await common.drive(4, 8, self.one)  # warm-up

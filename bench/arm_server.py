@@ -52,6 +52,10 @@ def start_server(spec, env: dict) -> tuple[subprocess.Popen, str]:
             raise RuntimeError(f"vLLM server exited ({proc.returncode}); see {log.name}")
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                if common.colocate_baselines():
+                    from inference.cpu_affinity import colocate_engine_core
+
+                    colocate_engine_core(proc.pid)
                 return proc, url
         except httpx.HTTPError:
             pass

@@ -161,6 +161,12 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+def colocate_baselines() -> bool:
+    """Whether arms (a) and (b) get the platform's engine-core placement too
+    (inference/cpu_affinity.py); off by default: they run as vLLM ships."""
+    return os.environ.get("BENCH_COLOCATE_BASELINES", "0") == "1"
+
+
 POSTGRES = -1  # a CpuMeter pid standing for the whole Postgres server
 
 

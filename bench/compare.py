@@ -188,7 +188,11 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="py-spy the web process and the worker after the levels")
     ap.add_argument("--patch", default="", help="also measure the platform with this patch applied (arm d)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--colocate-baselines", action="store_true",
+                    help="give arms (a) and (b) the platform's engine-core placement too (default: vLLM as shipped)")
     a = ap.parse_args()
+    if a.colocate_baselines:
+        os.environ["BENCH_COLOCATE_BASELINES"] = "1"
     tag = f"_{a.tag}" if a.tag else ""
     levels = [int(x) for x in a.levels.split(",")]
     prompts = common.make_contents(max(map(common.requests_for, levels)))
@@ -197,7 +201,7 @@ def main() -> None:
                              levels, a.reps, a.profile)
     lengths = sorted({len(ids) for _, ids in prompts})
     prompt_tokens = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
-    meta = {"prompt_tokens": prompt_tokens, "reps": a.reps, "idle_cpu_s": res["idle"], "profile": res["profile"], "patch": a.patch,
+    meta = {"prompt_tokens": prompt_tokens, "reps": a.reps, "colocated_baselines": a.colocate_baselines, "idle_cpu_s": res["idle"], "profile": res["profile"], "patch": a.patch,
             "level_max_seconds": common.LEVEL_MAX_SECONDS, "stagger_seconds": common.STAGGER_SECONDS}
     if a.patch:
         from bench.patched_tree import patched_copy

@@ -2,6 +2,7 @@
 import logging
 import time
 
+from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.types import Chunk, EngineStats, GenerationRequest
 
@@ -52,6 +53,7 @@ class VllmBackend:
         log.info("engine %s: loading %s", self.spec.pool, self.spec.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
         self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[_make_stats_logger(self)])
+        colocate_engine_core()
         log.info("engine %s: ready in %.1f s", self.spec.pool, time.monotonic() - started)
 
     async def stream(self, request: GenerationRequest):

@@ -1,4 +1,6 @@
 """The whole path on the real engine: API -> Celery -> vLLM worker -> Redis Stream -> SSE."""
+import os
+
 import pytest
 
 from chatsite.runs.stream_reader import read_reply
@@ -93,3 +95,21 @@ def test_cancel_aborts_in_vllm_and_frees_its_kv_blocks(live_url, vllm_pool, tena
     assert evs[-1].data["finish_reason"] == "cancelled" and saved.status == "cancelled"
     assert saved.completion_tokens < 1000
     assert running >= 1 and kv_during > 0 and kv_after == 0 and running_after == 0
+
+
+def test_engine_core_runs_on_the_model_workers_cores(vllm_worker):
+    """vLLM's engine core spins while it waits for each step's result; the worker binds
+    it to the model's cores so the spin never takes a core from the platform."""
+    import psutil
+
+    from inference.cpu_affinity import _engine_processes
+
+    engine_cores, model_workers = _engine_processes(vllm_worker.popen.pid)
+    assert engine_cores and model_workers, "the vLLM worker should have an engine core and a model worker"
+    model_cores = set().union(*(set(w.cpu_affinity()) for w in model_workers))
+    if model_cores == set(range(psutil.cpu_count())):
+        pytest.skip("the model may run on every core here: nothing to keep apart")
+    for proc in engine_cores:
+        for thread in proc.threads():
+            assert set(os.sched_getaffinity(thread.id)) == model_cores, (thread.id, model_cores)
+    assert "bound to the model's cores" in vllm_worker.log_text()
