@@ -151,6 +151,8 @@ CHATSITE = {
     "DEMO_MODELS_DIR": Path(os.environ.get("CHATSITE_DEMO_MODELS_DIR", VAR_DIR / "models")),
     # Seconds a finished run's stream stays in Redis; Postgres keeps the durable copy.
     "STREAM_TTL_SECONDS": int(os.environ.get("CHATSITE_STREAM_TTL", "3600")),
+    # How long a run's events_url token lets its holder read the run without credentials.
+    "EVENTS_TOKEN_SECONDS": float(os.environ.get("CHATSITE_EVENTS_TOKEN_SECONDS", "900")),
     # SSE keep-alive comment interval, seconds.
     "SSE_KEEPALIVE_SECONDS": float(os.environ.get("CHATSITE_SSE_KEEPALIVE", "15")),
     # A worker's claim on a run lapses this long after its last heartbeat.

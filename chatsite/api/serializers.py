@@ -3,6 +3,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chatsite.chats.models import Chat, Message
+from chatsite.runs.access import events_token
 from chatsite.runs.models import GenerationRun
 
 
@@ -62,9 +63,12 @@ class RunSerializer(serializers.ModelSerializer):
             "events_url": self.get_events_url(run), "cancel_url": self.get_cancel_url(run),
         }
 
-    @extend_schema_field(serializers.CharField(help_text="GET it for the reply as Server-Sent Events."))
+    @extend_schema_field(serializers.CharField(
+        help_text="GET it for the reply as Server-Sent Events. It carries a token that lets its holder read this "
+                  "run's events for a while without credentials; after that the URL still works with a session "
+                  "or API key, or GET the run again for a fresh one."))
     def get_events_url(self, run) -> str:
-        return f"/api/runs/{run.pk}/events"
+        return f"/api/runs/{run.pk}/events?token={events_token(run.pk)}"
 
     @extend_schema_field(serializers.CharField(help_text="POST to it to stop the run."))
     def get_cancel_url(self, run) -> str:

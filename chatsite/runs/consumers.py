@@ -22,7 +22,7 @@ from chatsite import redis_keys
 from chatsite.errors import ServiceError
 from chatsite.redis_client import get_async_redis
 from chatsite.runs import events
-from chatsite.runs.access import authorize_run, run_snapshot
+from chatsite.runs.access import authorize_run, run_snapshot, token_grants
 from chatsite.runs.stream_hub import get_hub
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,13 @@ class RunEventsConsumer(AsyncHttpConsumer):
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
         await self.send_response(status, body, headers=[(b"Content-Type", b"application/json")])
 
+    def _query(self, name: str) -> str:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        return (query.get(name) or [""])[0].strip()
+
     def _last_event_id(self) -> str | None:
         headers = dict(self.scope.get("headers", []))
-        value = headers.get(b"last-event-id", b"").decode("latin-1").strip()
-        if not value:
-            query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-            value = (query.get("last_event_id") or [""])[0].strip()
+        value = headers.get(b"last-event-id", b"").decode("latin-1").strip() or self._query("last_event_id")
         return value or None
 
     async def _serve(self) -> None:
@@ -83,11 +84,12 @@ class RunEventsConsumer(AsyncHttpConsumer):
     async def _serve_inner(self) -> None:
         if self.scope["method"] not in ("GET", "HEAD"):
             return await self._error(405, "method_not_allowed", "use GET to read a run's events")
-        run_id = self.scope["url_route"]["kwargs"]["run_id"]
-        try:
-            run = await database_sync_to_async(authorize_run)(self.scope, run_id)
-        except ServiceError as exc:
-            return await self._error(exc.status, exc.code, exc.message)
+        run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        if not token_grants(self._query("token"), run_id):  # the events_url's token needs no database
+            try:
+                await database_sync_to_async(authorize_run)(self.scope, run_id)
+            except ServiceError as exc:
+                return await self._error(exc.status, exc.code, exc.message)
         last_id = self._last_event_id()
         if last_id is not None and not events.is_valid_stream_id(last_id):
             return await self._error(400, "invalid_last_event_id",
@@ -95,7 +97,7 @@ class RunEventsConsumer(AsyncHttpConsumer):
         self._streaming = True
         await self.send_headers(status=200, headers=SSE_HEADERS)
         await self.send_body(b"retry: 1000\n\n", more_body=True)
-        await self._follow(run.pk, last_id or "0-0")
+        await self._follow(run_id, last_id or "0-0")
         await self.send_body(b"", more_body=False)
 
     async def _follow(self, run_id: int, last_id: str) -> None:

@@ -1,6 +1,7 @@
 """The REST API for chats, messages, runs and models, in process (no workers)."""
 import pytest
 
+from chatsite.runs.access import token_grants
 from chatsite.runs.models import GenerationRun
 from tests.api.helpers import assert_error, key_client, row_counts
 from tests.factories import ChatFactory, PoolFactory
@@ -61,7 +62,8 @@ def test_post_message_returns_202_with_the_run(client, chat):
     body = resp.json()
     run = GenerationRun.objects.get(pk=body["run"]["id"])
     assert run.max_tokens == 5 and run.seed == 4 and run.tier == "batch" and run.sampling["stop"] == ["\n\n"]
-    assert body["run"]["events_url"] == f"/api/runs/{run.pk}/events"
+    path, _, token = body["run"]["events_url"].partition("?token=")
+    assert path == f"/api/runs/{run.pk}/events" and token_grants(token, run.pk)
     assert body["user_message"]["content"] == "Hello" and body["assistant_message"]["run"]["id"] == run.pk
     messages = client.get(f"/api/chats/{chat.pk}/messages/").json()
     assert [m["role"] for m in messages["results"]] == ["user", "assistant"]

@@ -9,6 +9,7 @@ from chatsite import redis_keys
 from chatsite.chats.models import Chat, Message
 from chatsite.redis_client import get_redis
 from chatsite.runs import events
+from chatsite.runs.access import token_grants
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.streams import write_terminal
 from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
@@ -63,7 +64,8 @@ def test_a_running_reply_is_in_the_html_with_where_to_resume(signed_in, chat):
     assert reply["content"] == "Hello <b>world</b>"
     # resume after the last token, so the browser still receives the terminal entry
     assert reply["live"] == {"text": "Hello <b>world</b>", "have": 3, "last_event_id": ids[-1]}
-    assert reply["run"]["events_url"] == f"/api/runs/{run.pk}/events"
+    path, _, token = reply["run"]["events_url"].partition("?token=")
+    assert path == f"/api/runs/{run.pk}/events" and token_grants(token, run.pk)
 
 
 def test_the_page_uses_no_asset_from_another_origin(signed_in, chat):

@@ -1,0 +1,59 @@
+"""The token in a run's events_url: it lets its holder follow that run, and only that
+run, for EVENTS_TOKEN_SECONDS, without the database; anything else falls back to the
+session or API key."""
+import time
+
+import httpx
+import pytest
+from django.core import signing
+
+from chatsite.runs.access import events_token, token_grants
+from tests.runs.helpers import post_message, wait_terminal
+from tests.sse import read_events, text_of
+
+
+def _expired_token(run_id: int) -> str:
+    signer = signing.TimestampSigner(salt="chatsite.runs.events")
+    real_time = time.time
+    try:
+        signing.time.time = lambda: real_time() - 3600  # signed an hour ago
+        return signer.sign(str(run_id))
+    finally:
+        signing.time.time = real_time
+
+
+def test_a_token_grants_its_own_run_only(settings):
+    settings.CHATSITE = {**settings.CHATSITE, "EVENTS_TOKEN_SECONDS": 900}
+    token = events_token(41)
+    assert token_grants(token, 41) and token_grants(token, "41")
+    assert not token_grants(token, 42)
+    assert not token_grants(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), 41)  # tampered
+    assert not token_grants(token.replace("41:", "42:", 1), 42)  # another run's id with this signature
+    assert not token_grants(_expired_token(41), 41)
+    assert not token_grants("", 41)
+
+
+pytestmark_live = pytest.mark.django_db(transaction=True)
+
+
+@pytestmark_live
+def test_events_url_streams_without_credentials(live_url, fake_workers, chat, auth):
+    run = post_message(live_url, auth, chat.pk, max_tokens=20)
+    evs = read_events(live_url + run["events_url"])  # no Authorization header, no cookie
+    assert evs[-1].event == "done"
+    assert text_of(evs) == wait_terminal(run["id"]).assistant_message.content != ""
+
+
+@pytestmark_live
+def test_a_token_opens_no_other_run_and_expires(live_url, fake_workers, chat, auth):
+    first = post_message(live_url, auth, chat.pk, max_tokens=5)
+    wait_terminal(first["id"])
+    second = post_message(live_url, auth, chat.pk, max_tokens=5)
+    token = first["events_url"].partition("?token=")[2]
+    other = httpx.get(f"{live_url}/api/runs/{second['id']}/events?token={token}", timeout=30)
+    assert other.status_code == 401 and other.json()["error"]["code"] == "not_authenticated"
+    expired_url = f"{live_url}/api/runs/{first['id']}/events?token={_expired_token(first['id'])}"
+    assert httpx.get(expired_url, timeout=30).status_code == 401
+    # an expired token is no worse than none: the API key still opens the stream
+    evs = read_events(expired_url, headers=auth)
+    assert evs[-1].event == "done"
