@@ -10,9 +10,11 @@ def chats_for(*, tenant, user):
 def chat_get(*, tenant, user, chat_id) -> Chat:
     """The chat, or NotFound (404) when it is not this user's in this tenant."""
     try:
-        return chats_for(tenant=tenant, user=user).get(pk=int(chat_id))
+        chat = chats_for(tenant=tenant, user=user).get(pk=int(chat_id))
     except (Chat.DoesNotExist, ValueError, TypeError):
         raise NotFound("no such chat") from None
+    chat.tenant = tenant  # the caller's, already loaded: services reading chat.tenant need no query
+    return chat
 
 
 def messages_for(*, chat: Chat):

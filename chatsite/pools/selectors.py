@@ -15,14 +15,22 @@ def pools_for_tenant(tenant):
     return pools.order_by("name")
 
 
-def pool_for_tenant(tenant, name: str) -> ModelPool:
+def pool_for_tenant(tenant, name: str, *, loaded: ModelPool | None = None) -> ModelPool:
     """The pool `name` for this tenant. Raises InvalidInput for an unknown model or
     one the tenant may not use (code model_not_found) and for a disabled one
-    (code model_disabled): both are the client's to fix by picking another model."""
+    (code model_disabled): both are the client's to fix by picking another model.
+    `loaded`: the pool row if the caller already has it (a chat's own pool)."""
     # Pool names are slugs: anything else (NUL bytes, huge strings) cannot name one.
     plausible = isinstance(name, str) and _SLUG.fullmatch(name) is not None
-    pool = ModelPool.objects.filter(name=name).first() if plausible else None
-    allowed = pool is not None and (not tenant.allowed_pools.exists() or tenant.allowed_pools.filter(pk=pool.pk).exists())
+    if loaded is not None and loaded.name == name:
+        pool = loaded
+    else:
+        pool = ModelPool.objects.filter(name=name).first() if plausible else None
+    if pool is not None:
+        allowed_ids = list(tenant.allowed_pools.values_list("pk", flat=True))
+        allowed = not allowed_ids or pool.pk in allowed_ids
+    else:
+        allowed = False
     if not allowed:
         shown = repr(name if not isinstance(name, str) or len(name) <= 60 else name[:60] + "...")
         raise InvalidInput(f"unknown model {shown}; GET /api/models/ lists the models you can use",

@@ -40,7 +40,8 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
     content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
     if tier not in TIERS:
         raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
-    pool = pool_for_tenant(chat.tenant, chat.pool.name if model is None else model)
+    pool = pool_for_tenant(chat.tenant, chat.pool.name if model is None else model,
+                           loaded=chat.pool if model is None else None)
     sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed,
                               ignore_eos=ignore_eos)
     tokens = count_tokens(pool.model, content)
@@ -90,7 +91,9 @@ def _existing(chat: Chat, key: str) -> GenerationRun | None:
 
 
 def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota) -> GenerationRun:
-    chat = Chat.objects.select_for_update().get(pk=chat.pk)
+    locked = Chat.objects.select_for_update().get(pk=chat.pk)
+    locked.tenant = chat.tenant  # already loaded
+    chat = locked
     # A concurrent request with the same key may have committed while we waited for the lock.
     existing = _existing(chat, idempotency_key) if idempotency_key else None
     if existing is not None:
@@ -98,8 +101,9 @@ def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key
     active = GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).values_list("pk", flat=True).first()
     if active is not None:
         raise ReplyInProgress(active)
-    user_msg = Message.objects.create(chat=chat, role=Message.Role.USER, content=content, token_count=tokens)
-    assistant_msg = Message.objects.create(chat=chat, role=Message.Role.ASSISTANT, content="")
+    user_msg, assistant_msg = Message.objects.bulk_create([  # one INSERT; ids in this order
+        Message(chat=chat, role=Message.Role.USER, content=content, token_count=tokens),
+        Message(chat=chat, role=Message.Role.ASSISTANT, content="")])
     if not chat.title:
         chat.title = " ".join(content.split())[:60]
     chat.save(update_fields=["title", "updated_at"])

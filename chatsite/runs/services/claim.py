@@ -9,13 +9,15 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 from chatsite.runs.models import GenerationRun
 
+# The compare-and-set in one statement (one round trip): a terminal run is left alone.
+_CLAIM = (f'UPDATE "{GenerationRun._meta.db_table}" SET status = %s, attempt = attempt + 1, worker = %s, '
+          f'started_at = COALESCE(started_at, %s) WHERE id = %s AND NOT (status = ANY(%s)) RETURNING *')
 # Delete the lease only if it is still ours.
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 # Extend the lease if it is ours, or take it back if it lapsed (e.g. Redis restarted).
@@ -40,19 +42,14 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     if not get_redis().set(key, token, nx=True, px=_lease_ms()):
         return None
     try:
-        with transaction.atomic():
-            run = GenerationRun.objects.select_for_update().filter(pk=run_id).first()
-            if run is None or run.is_terminal:
-                run_release(run_id=run_id, lease_token=token)
-                return None
-            run.status = GenerationRun.Status.RUNNING
-            run.attempt += 1
-            run.worker = worker
-            run.started_at = run.started_at or timezone.now()
-            run.save(update_fields=["status", "attempt", "worker", "started_at"])
+        run = next(iter(GenerationRun.objects.raw(
+            _CLAIM, [GenerationRun.Status.RUNNING, worker, timezone.now(), run_id, list(GenerationRun.TERMINAL)])), None)
     except BaseException:
         run_release(run_id=run_id, lease_token=token)
         raise
+    if run is None:  # finished, or no such run
+        run_release(run_id=run_id, lease_token=token)
+        return None
     return Claim(run=run, lease_token=token)
 
 

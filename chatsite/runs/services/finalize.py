@@ -43,7 +43,7 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
         # of=self: lock the run row only, not the pool and tenant rows the join reads
         # (locking those deadlocked with admissions inserting runs that reference them).
         run = (GenerationRun.objects.select_for_update(of=("self",))
-               .select_related("assistant_message", "pool", "tenant").get(pk=run_id))
+               .select_related("assistant_message", "pool", "tenant").defer("prompt_snapshot").get(pk=run_id))
         if run.is_terminal:
             return run
         _apply(run, reply)
@@ -71,7 +71,8 @@ def _apply(run: GenerationRun, reply: Reply) -> None:
         run.ttft_ms = max(0, int((run.first_token_at - run.queued_at).total_seconds() * 1000))
         if reply.completion_tokens > 1:
             run.itl_ms = (reply.last_token_ms - reply.first_token_ms) / (reply.completion_tokens - 1)
-    run.save()
+    run.save(update_fields=["status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
+                            "first_token_at", "ttft_ms", "itl_ms"])  # not the prompt snapshot it read
     msg: Message = run.assistant_message
     msg.content = reply.text
     msg.token_count = reply.completion_tokens

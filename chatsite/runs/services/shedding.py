@@ -2,6 +2,7 @@
 import math
 from datetime import timedelta
 
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from chatsite.errors import Overloaded
@@ -14,10 +15,13 @@ RATE_WINDOW = timedelta(seconds=60)
 def expected_wait_seconds(pool) -> tuple[int, float | None]:
     """(queued runs, expected seconds until a new run starts), from the pool's
     completion rate over the last minute; None when it cannot be estimated yet."""
-    queued = GenerationRun.objects.filter(pool=pool, status=GenerationRun.Status.QUEUED).count()
+    queued_q = Q(status=GenerationRun.Status.QUEUED)
+    finished_q = Q(finished_at__gte=timezone.now() - RATE_WINDOW)
+    counts = GenerationRun.objects.filter(queued_q | finished_q, pool=pool).aggregate(  # one query for both
+        queued=Count("pk", filter=queued_q), finished=Count("pk", filter=finished_q))
+    queued, finished = counts["queued"], counts["finished"]
     if queued == 0:
         return 0, 0.0
-    finished = GenerationRun.objects.filter(pool=pool, finished_at__gte=timezone.now() - RATE_WINDOW).count()
     if finished == 0:
         return queued, None
     return queued, queued / (finished / RATE_WINDOW.total_seconds())
