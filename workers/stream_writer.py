@@ -85,8 +85,8 @@ class StreamWriter:
                 deltas = self._queue.get(timeout=IDLE_POLL_SECONDS)
             except queue.Empty:
                 deltas = []
-            if deltas and COALESCE_SECONDS:
-                time.sleep(COALESCE_SECONDS)
+            if deltas and COALESCE_SECONDS and not self._has_first_token(deltas):
+                time.sleep(COALESCE_SECONDS)  # a run's first token is never held back: it is the TTFT
             while True:  # merge steps that arrived in the window or piled up while the last write ran
                 try:
                     deltas.extend(self._queue.get_nowait())
@@ -96,6 +96,11 @@ class StreamWriter:
                 self._write(deltas)
             except Exception:
                 log.exception("stream writer failed on a batch of %d deltas", len(deltas))
+
+    def _has_first_token(self, deltas: list[StepDelta]) -> bool:
+        with self._lock:
+            return any((run := self._runs.get(d.request_id)) is not None and run.next_seq == 0 and d.num_tokens
+                       for d in deltas)
 
     def _write(self, deltas: list[StepDelta]) -> None:
         with self._lock:
