@@ -26,12 +26,19 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
         raise ValueError("a prompt needs at least one user message")
     tail = tokenizer.encode(continuation, add_special_tokens=False) if continuation else []
 
-    def render(start: int) -> list[int]:
-        kept = system + turns[start:]
-        text = tokenizer.apply_chat_template(kept, add_generation_prompt=True, tokenize=False)
-        return tokenizer.encode(text, add_special_tokens=False) + tail
+    rendered: dict[int, list[int]] = {}
 
-    # Dropping more turns never lengthens the prompt: binary-search the fewest drops.
+    def render(start: int) -> list[int]:
+        if start not in rendered:
+            kept = system + turns[start:]
+            text = tokenizer.apply_chat_template(kept, add_generation_prompt=True, tokenize=False)
+            rendered[start] = tokenizer.encode(text, add_special_tokens=False) + tail
+        return rendered[start]
+
+    # Usually everything fits: one render. Otherwise, since dropping more turns never
+    # lengthens the prompt, binary-search the fewest drops.
+    if len(render(0)) <= max_prompt_tokens:
+        return PromptPlan(render(0), len(system) + len(turns), 0)
     lo, hi = 0, len(turns) - 1
     if len(render(hi)) > max_prompt_tokens:
         raise PromptTooLong(f"the message needs more than the {max_prompt_tokens} prompt tokens the model has room for")
