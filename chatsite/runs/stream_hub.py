@@ -49,14 +49,29 @@ class Subscription:
             self.queue.put_nowait(fresh)
 
     async def next(self, timeout: float):
-        """The next batch of (id, fields) entries, or None after `timeout` seconds. Raises HubError."""
-        try:
-            item = await asyncio.wait_for(self.queue.get(), timeout)
-        except asyncio.TimeoutError:
-            return None
+        """Every (id, fields) entry delivered since the last call (at least one batch),
+        or None after `timeout` seconds. Raises HubError.
+
+        Batches that piled up while the follower was busy come out as one (one SSE
+        write); no task is made per wait (asyncio.wait_for would make one)."""
+        if self.queue.empty():
+            try:
+                async with asyncio.timeout(timeout):
+                    item = await self.queue.get()
+            except TimeoutError:
+                return None
+        else:
+            item = self.queue.get_nowait()
         if isinstance(item, Exception):
             raise item
-        return item
+        batch = item
+        while not self.queue.empty():
+            more = self.queue.get_nowait()
+            if isinstance(more, Exception):
+                self.queue.put_nowait(more)  # the next call raises it, after these entries are sent
+                break
+            batch = batch + more
+        return batch
 
 
 class StreamHub:
