@@ -50,6 +50,7 @@ class StreamWriter:
     def __init__(self, *, abort):
         self._abort = abort  # callable(request_id): aborts in the engine
         self._runs: dict[str, ActiveRun] = {}
+        self._awaiting_first: set[str] = set()  # runs with no token written yet (their first is never held)
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[list[StepDelta]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="stream-writer", daemon=True)
@@ -59,10 +60,13 @@ class StreamWriter:
     def register(self, run: ActiveRun) -> None:
         with self._lock:
             self._runs[run.request_id] = run
+            if run.next_seq == 0:
+                self._awaiting_first.add(run.request_id)
 
     def unregister(self, run: ActiveRun) -> None:
         with self._lock:
             self._runs.pop(run.request_id, None)
+            self._awaiting_first.discard(run.request_id)
 
     def hand_back(self, request_ids) -> None:
         """Stop these runs without a terminal entry; another attempt will continue them."""
@@ -100,9 +104,9 @@ class StreamWriter:
                 log.exception("stream writer failed on a batch of %d deltas", len(deltas))
 
     def _has_first_token(self, deltas: list[StepDelta]) -> bool:
-        with self._lock:
-            return any((run := self._runs.get(d.request_id)) is not None and run.next_seq == 0 and d.num_tokens
-                       for d in deltas)
+        """Costs nothing once every active run has streamed (the set is empty)."""
+        waiting = self._awaiting_first
+        return bool(waiting) and any(d.num_tokens and d.request_id in waiting for d in deltas)
 
     def _write(self, deltas: list[StepDelta]) -> None:
         with self._lock:
@@ -124,6 +128,7 @@ class StreamWriter:
                 entry = events.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
                 ops.append(("xadd", redis_keys.run_stream(run.run_id), entry))
                 run.next_seq += n
+                self._awaiting_first.discard(rid)
             last = ds[-1]
             if last.finished:
                 outcome = self._terminal(ops, run, last)

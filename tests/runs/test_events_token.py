@@ -33,10 +33,10 @@ def test_a_token_grants_its_own_run_only(settings):
     assert not token_grants("", 41)
 
 
-pytestmark_live = pytest.mark.django_db(transaction=True)
+live = pytest.mark.django_db(transaction=True)
 
 
-@pytestmark_live
+@live
 def test_events_url_streams_without_credentials(live_url, fake_workers, chat, auth):
     run = post_message(live_url, auth, chat.pk, max_tokens=20)
     evs = read_events(live_url + run["events_url"])  # no Authorization header, no cookie
@@ -44,7 +44,7 @@ def test_events_url_streams_without_credentials(live_url, fake_workers, chat, au
     assert text_of(evs) == wait_terminal(run["id"]).assistant_message.content != ""
 
 
-@pytestmark_live
+@live
 def test_a_token_opens_no_other_run_and_expires(live_url, fake_workers, chat, auth):
     first = post_message(live_url, auth, chat.pk, max_tokens=5)
     wait_terminal(first["id"])
