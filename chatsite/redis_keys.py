@@ -6,18 +6,15 @@ def run_stream(run_id: int) -> str:
     return f"run:{run_id}"
 
 
-def run_cancel(run_id: int) -> str:
-    """Set when a user asks to stop the run; the engine loop checks it every step."""
-    return f"run:{run_id}:cancel"
-
-
 def cancelled_runs() -> str:
-    """Sorted set of cancelled run ids (score: when); a worker reads all its runs' in one ZMSCORE per step."""
+    """Sorted set of run ids a user asked to stop (score: when); the stream writer's
+    fenced append reads it for every run it writes, in the same round trip."""
     return "runs:cancelled"
 
 
 def run_lease(run_id: int) -> str:
-    """Held by the one worker attempt generating the run; lapses when it dies."""
+    """The token of the one attempt that may write the run's stream (lapses when it
+    dies); `ended:<token>` once its terminal entry is written (chatsite.runs.stream.lease)."""
     return f"run:{run_id}:lease"
 
 

@@ -9,7 +9,7 @@ import time
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
-from chatsite.runs.services.claim import leases_refresh
+from chatsite.runs.stream import lease
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,10 @@ class Heartbeat:
         pipe.execute()
         with self.leases_lock:
             leases = dict(self.leases)
-        lost = leases_refresh(leases)
+        lost = lease.refresh(leases)
         if lost:
             log.error("lease lost for run(s) %s; stopping them here", sorted(lost))
-            self.rt.writer.hand_back([r.request_id for r in self.rt.writer.active() if r.run_id in lost])
+            self.rt.writer.supersede(lost)
 
     def beat_quietly(self) -> None:
         try:

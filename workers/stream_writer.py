@@ -1,9 +1,12 @@
 """The step writer: every engine step's output of all runs in one Redis round trip.
 
 The engine loop hands each step's deltas to `on_step` (never blocking it); one
-writer thread turns them into stream entries. If it falls behind, the steps that
-piled up are merged, so a slow Redis costs fewer, larger entries, not a stalled
-engine. The same round trip reads the cancel flags of every active run.
+writer thread turns them into stream entries and writes them with one call of the
+fenced append (chatsite.runs.stream.log): each run's entry is accepted only while
+its attempt holds the run's lease, and the same call says which runs were
+cancelled. A run whose lease another attempt took is aborted in the engine at once
+and gets nothing more written. If the writer falls behind, the steps that piled up
+are merged, so a slow Redis costs fewer, larger entries, not a stalled engine.
 """
 import logging
 import os
@@ -14,21 +17,23 @@ from dataclasses import dataclass, field
 
 import redis
 
-from chatsite import redis_keys
-from chatsite.redis_client import get_redis
-from chatsite.runs import events
-from chatsite.runs.streams import terminal_args
+from chatsite.runs.stream import codec, log as stream_log
+from chatsite.runs.stream.log import CANCEL_ASKED, STALE, Write
 from inference.types import StepDelta
 
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 0.2
 # Steps arriving within this window after the first are written together: fewer
-# entries, round trips and SSE frames (each costs the platform ~0.5 ms of CPU across
-# worker, Redis and web), while text still arrives 50 times a second, faster than
-# anyone reads. A run's first token is never held back (it is the TTFT).
+# entries, round trips and SSE frames (each costs the platform CPU across worker,
+# Redis and web), while text still arrives 50 times a second, faster than anyone
+# reads. A run's first token is never held back (it is the TTFT).
 COALESCE_SECONDS = float(os.environ.get("CHATSITE_COALESCE_MS", "20")) / 1000
 REDIS_RETRY_SECONDS = 60.0
+
+# What became of a run, as its task reads it once `done` is set.
+FINISHED, FAILED, HANDED_BACK, SUPERSEDED, WRITE_FAILED = (
+    "finished", "failed", "handed_back", "superseded", "write_failed")
 
 
 @dataclass
@@ -38,11 +43,11 @@ class ActiveRun:
     run_id: int
     attempt: int
     request_id: str
+    lease_token: str
     next_seq: int
     budget_capped: bool = False  # its length limit is the tenant's budget: "length" means "budget"
     cancel_requested: bool = False
-    handed_back: bool = False
-    outcome: str = ""  # finished | handed_back | failed
+    outcome: str = ""
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -70,15 +75,34 @@ class StreamWriter:
 
     def hand_back(self, request_ids) -> None:
         """Stop these runs without a terminal entry; another attempt will continue them."""
+        self._stop(request_ids, HANDED_BACK)
+
+    def supersede(self, run_ids) -> None:
+        """These runs' leases are gone: abort them and write nothing more for them."""
         with self._lock:
-            runs = [self._runs[r] for r in request_ids if r in self._runs]
-        for run in runs:
-            run.handed_back = True
-            self._abort(run.request_id)
+            request_ids = [r.request_id for r in self._runs.values() if r.run_id in run_ids]
+        self._stop(request_ids, SUPERSEDED)
 
     def active(self) -> list[ActiveRun]:
         with self._lock:
             return list(self._runs.values())
+
+    def _stop(self, request_ids, why: str) -> None:
+        with self._lock:
+            runs = [self._runs.pop(r) for r in request_ids if r in self._runs]
+        for run in runs:
+            self._awaiting_first.discard(run.request_id)
+            if self._settle(run, why):
+                self._abort(run.request_id)
+
+    def _settle(self, run: ActiveRun, outcome: str) -> bool:
+        """Tell the run's task how it ended; the first outcome wins (False if one was set)."""
+        with self._lock:
+            if run.outcome:
+                return False
+            run.outcome = outcome
+        run.done.set()
+        return True
 
     # --- called on the engine loop thread --------------------------------------
     def on_step(self, deltas: list[StepDelta]) -> None:
@@ -111,76 +135,73 @@ class StreamWriter:
     def _write(self, deltas: list[StepDelta]) -> None:
         with self._lock:
             active = dict(self._runs)
-        if not deltas and not active:
+        if not active:
             return
-        # 1) coalesce each run's deltas into one entry, in order
+        # 1) each active run's deltas become one entry (and its terminal entry, if it ended)
         merged: dict[str, list[StepDelta]] = {}
         for d in deltas:
             if d.request_id in active:
                 merged.setdefault(d.request_id, []).append(d)
-        ops: list = []  # pipeline calls, replayed whole if Redis must be retried
-        finished: list[tuple[ActiveRun, str]] = []
-        for rid, ds in merged.items():
-            run = active[rid]
-            text = "".join(d.text for d in ds)
-            n = sum(d.num_tokens for d in ds)
-            if n or text:
-                entry = events.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
-                ops.append(("xadd", redis_keys.run_stream(run.run_id), entry))
-                run.next_seq += n
-                self._awaiting_first.discard(rid)
-            last = ds[-1]
-            if last.finished:
-                outcome = self._terminal(ops, run, last)
-                finished.append((run, outcome))
-        # 2) whether any active run was cancelled: one command for all, in the same round trip
-        flag_runs = [r for r in active.values() if not r.cancel_requested]
-        if flag_runs:
-            ops.append(("zmscore", redis_keys.cancelled_runs(), [r.run_id for r in flag_runs]))
+        writes: list[Write] = []
+        runs: list[ActiveRun] = []
+        ended: dict[int, str] = {}  # run id -> outcome, for runs whose terminal entry is in this batch
+        for rid, run in active.items():
+            write = Write(run.run_id, run.lease_token)
+            ds = merged.get(rid)
+            if ds:
+                text = "".join(d.text for d in ds)
+                n = sum(d.num_tokens for d in ds)
+                if n or text:
+                    write.token = codec.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
+                    run.next_seq += n
+                    self._awaiting_first.discard(rid)
+                if ds[-1].finished:
+                    outcome, write.terminal = self._terminal(run, ds[-1])
+                    ended[run.run_id] = outcome
+            writes.append(write)
+            runs.append(run)
+        # 2) one fenced append for all: lease checked, entries written, cancels read
         try:
-            results = self._execute(ops)
+            answers = self._execute(writes)
         except Exception:
-            for run, _ in finished:  # the task sees it and leaves the run to the sweep
-                run.outcome = "write_failed"
-                run.done.set()
+            for run in runs:
+                if run.run_id in ended:  # the task sees it and leaves the run to the sweep
+                    self._settle(run, WRITE_FAILED)
             raise
-        # 3) abort the cancelled ones in the engine (frees their KV blocks now)
-        for run, flag in zip(flag_runs, results[-1] if flag_runs else ()):
-            if flag is not None and not run.done.is_set():
+        # 3) superseded runs stop at once; cancelled ones are aborted (frees their KV blocks)
+        for run, answer in zip(runs, answers):
+            if answer == STALE:
+                log.warning("run %s attempt %s: another attempt holds the run; stopping here", run.run_id,
+                            run.attempt)
+                self._stop([run.request_id], SUPERSEDED)
+            elif ended.get(run.run_id) == HANDED_BACK:  # the engine aborted it: the run goes on elsewhere
+                self._stop([run.request_id], HANDED_BACK)
+            elif run.run_id in ended:
+                self._settle(run, ended[run.run_id])  # 4) wake the task whose run ended
+            elif answer == CANCEL_ASKED and not run.cancel_requested:
                 run.cancel_requested = True
                 self._abort(run.request_id)
-        # 4) wake the tasks whose run ended
-        for run, outcome in finished:
-            run.outcome = outcome
-            run.done.set()
 
-    def _terminal(self, ops, run: ActiveRun, last: StepDelta) -> str:
+    def _terminal(self, run: ActiveRun, last: StepDelta) -> tuple[str, dict | None]:
         if last.error:
-            fields = events.error_fields(code="engine_error", message=last.error)
-            outcome = "failed"
-        elif last.finish_reason == "abort" and not run.cancel_requested:
-            return "handed_back"  # drain or lost lease: no terminal entry, the run goes on elsewhere
-        else:
-            reason = "cancelled" if last.finish_reason == "abort" else (last.finish_reason or "stop")
-            if reason == "length" and run.budget_capped:
-                reason = "budget"
-            fields = events.done_fields(finish_reason=reason, prompt_tokens=last.num_prompt_tokens,
-                                        completion_tokens=run.next_seq)
-            outcome = "finished"
-        ops.append(("eval", *terminal_args(run.run_id, fields)))
-        return outcome
+            return FAILED, codec.error_fields(code="engine_error", message=last.error)
+        if last.finish_reason == "abort" and not run.cancel_requested:
+            return HANDED_BACK, None  # drain: no terminal entry, the run goes on elsewhere
+        reason = "cancelled" if last.finish_reason == "abort" else (last.finish_reason or "stop")
+        if reason == "length" and run.budget_capped:
+            reason = "budget"
+        return FINISHED, codec.done_fields(finish_reason=reason, prompt_tokens=last.num_prompt_tokens,
+                                           completion_tokens=run.next_seq)
 
-    def _execute(self, ops: list) -> list:
-        """Run the calls in one pipeline, retrying while Redis is unreachable (a
-        restart); a retried XADD may repeat an entry, which readers skip by seq."""
+    def _execute(self, writes: list[Write]) -> list[int]:
+        """The fenced append, retried while Redis is unreachable (a restart). A retried
+        call may repeat a token entry, which readers skip by seq; a terminal entry is
+        never repeated (the script knows its own attempt's end)."""
         deadline = time.monotonic() + REDIS_RETRY_SECONDS
         delay = 0.05
         while True:
-            pipe = get_redis().pipeline(transaction=False)
-            for name, *args in ops:
-                getattr(pipe, name)(*args)
             try:
-                return pipe.execute()
+                return stream_log.append(writes)
             except (redis.ConnectionError, redis.TimeoutError):
                 if time.monotonic() > deadline:
                     raise

@@ -1,7 +1,7 @@
 """POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model}.
 
 Async views: the database is reached through short thread hops, the model's
-output by XREAD BLOCK on the event loop (chatsite.openai_api.tail), so no thread
+output through the run stream's one follower (chatsite.runs.stream.follow), so no thread
 waits for the model. A streaming client that hangs up stops only its own
 reading: the run goes on and is saved (it is not a cancel).
 """
@@ -20,12 +20,12 @@ from chatsite.openai_api.auth import authenticate, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request
 from chatsite.openai_api.services import completion_submit
-from chatsite.openai_api.tail import follow
 from chatsite.pools.selectors import pools_for_tenant
-from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_finalize
-from chatsite.runs.stream_hub import HubError
+from chatsite.runs.stream import codec
+from chatsite.runs.stream.follow import follow
+from chatsite.runs.stream.hub import HubError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _finalized(run_id: int) -> GenerationRun:
     return GenerationRun.objects.select_related("pool", "assistant_message").get(pk=run_id)
 
 
-def _run_error(run_id: int, entry: events.Entry) -> tuple[int, dict]:
+def _run_error(run_id: int, entry: codec.Entry) -> tuple[int, dict]:
     status = CLIENT_RUN_ERRORS.get(entry.code, 500)
     message = f"{entry.message or entry.code} (run {run_id})"
     return status, openai_error_body(status, entry.code, message)
@@ -97,10 +97,10 @@ async def chat_completions(request):
 async def _wait(run: GenerationRun) -> JsonResponse:
     """Wait for the terminal entry, then answer with the saved reply."""
     terminal = None
-    async for entry in follow(run.pk):
-        if entry is not None and entry.is_terminal:
-            terminal = entry
-    if terminal.type == events.ERROR:
+    async for batch in follow(run.pk, fresh=True):
+        if batch and batch[-1].is_terminal:
+            terminal = batch[-1]
+    if terminal.type == codec.ERROR:
         status, body = _run_error(run.pk, terminal)
         return JsonResponse(body, status=status)
     saved = await sync_to_async(_finalized)(run.pk)
@@ -112,20 +112,25 @@ async def _stream(run: GenerationRun, include_usage: bool):
     yield wire.sse_data(wire.chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage))
     completion_tokens = 0
     try:
-        async for entry in follow(run.pk):
-            if entry is None:
+        async for batch in follow(run.pk, fresh=True):
+            if batch is None:
                 yield wire.SSE_KEEPALIVE
-            elif entry.type == events.TOKEN:
-                completion_tokens += entry.n
-                yield wire.sse_data(wire.chunk(run, delta={"content": entry.text}, include_usage=include_usage))
-            elif entry.type == events.DONE:
-                yield wire.sse_data(wire.chunk(run, delta={}, finish=wire.finish_reason(entry.finish_reason),
-                                               include_usage=include_usage))
-                if include_usage:
-                    prompt_tokens = int(entry.usage.get("prompt_tokens", 0))
-                    yield wire.sse_data(wire.usage_chunk(run, prompt_tokens, completion_tokens))
-            else:
-                yield wire.sse_data(_run_error(run.pk, entry)[1])
+                continue
+            out = []
+            for entry in batch:
+                if entry.type in (codec.TOKEN, codec.SNAPSHOT):
+                    completion_tokens += entry.n
+                    out.append(wire.sse_data(wire.chunk(run, delta={"content": entry.text},
+                                                        include_usage=include_usage)))
+                elif entry.type == codec.DONE:
+                    out.append(wire.sse_data(wire.chunk(run, delta={}, finish=wire.finish_reason(entry.finish_reason),
+                                                        include_usage=include_usage)))
+                    if include_usage:
+                        prompt_tokens = int(entry.usage.get("prompt_tokens", 0))
+                        out.append(wire.sse_data(wire.usage_chunk(run, prompt_tokens, completion_tokens)))
+                else:
+                    out.append(wire.sse_data(_run_error(run.pk, entry)[1]))
+            yield b"".join(out)
     except Exception:  # Redis gone mid-stream: say so in the stream, then end it
         log.exception("run %s: streaming to an OpenAI client failed", run.pk)
         yield wire.sse_data(openai_error_body(500, "stream_failed", f"reading the reply failed; the run goes on "

@@ -13,7 +13,6 @@ from django.contrib.auth import get_user as auth_get_user
 from django.core import signing
 
 from chatsite.errors import ServiceError
-from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.selectors import run_get
 from chatsite.tenancy.auth import bearer_token
@@ -71,18 +70,3 @@ def _session_user(scope):
     if "session" not in scope:
         return None
     return auth_get_user(SimpleNamespace(session=scope["session"]))
-
-
-def run_snapshot(run_id: int) -> bytes | None:
-    """The SSE snapshot of a finished run from Postgres, or None if it is not finished."""
-    run = GenerationRun.objects.select_related("assistant_message").filter(pk=run_id).first()
-    if run is None or not run.is_terminal:
-        return None
-    if run.status == GenerationRun.Status.FAILED:
-        code, _, message = run.error.partition(": ")
-        terminal = events.Entry("0-0", events.ERROR, code=code or "error", message=message or run.error)
-    else:
-        terminal = events.Entry("0-0", events.DONE, finish_reason=run.finish_reason,
-                                usage={"prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens})
-    return events.sse_snapshot(text=run.assistant_message.content, completion_tokens=run.completion_tokens,
-                               terminal=terminal)

@@ -18,12 +18,11 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from chatsite import redis_keys
 from chatsite.errors import ServiceError
-from chatsite.redis_client import get_async_redis
-from chatsite.runs import events
-from chatsite.runs.access import authorize_run, run_snapshot, token_grants
-from chatsite.runs.stream_hub import get_hub
+from chatsite.runs import sse
+from chatsite.runs.access import authorize_run, token_grants
+from chatsite.runs.stream import codec
+from chatsite.runs.stream.follow import follow
 
 log = logging.getLogger(__name__)
 
@@ -85,86 +84,24 @@ class RunEventsConsumer(AsyncHttpConsumer):
         if self.scope["method"] not in ("GET", "HEAD"):
             return await self._error(405, "method_not_allowed", "use GET to read a run's events")
         run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        if not token_grants(self._query("token"), run_id):  # the events_url's token needs no database
+        granted = token_grants(self._query("token"), run_id)  # the events_url's token needs no database
+        # A token younger than the stream TTL means the run is too: its stream cannot have expired.
+        fresh = granted and settings.CHATSITE["EVENTS_TOKEN_SECONDS"] < settings.CHATSITE["STREAM_TTL_SECONDS"]
+        if not granted:
             try:
                 await database_sync_to_async(authorize_run)(self.scope, run_id)
             except ServiceError as exc:
                 return await self._error(exc.status, exc.code, exc.message)
         last_id = self._last_event_id()
-        if last_id is not None and not events.is_valid_stream_id(last_id):
+        if last_id is not None and not codec.is_valid_stream_id(last_id):
             return await self._error(400, "invalid_last_event_id",
                                      "Last-Event-ID must be an event id this stream sent, like 1700000000000-0")
         self._streaming = True
         await self.send_headers(status=200, headers=SSE_HEADERS)
-        await self.send_body(b"retry: 1000\n\n", more_body=True)
-        await self._follow(run_id, last_id or "0-0")
+        await self.send_body(sse.RETRY, more_body=True)
+        await self._follow(run_id, last_id, fresh)
         await self.send_body(b"", more_body=False)
 
-    async def _follow(self, run_id: int, last_id: str) -> None:
-        key = redis_keys.run_stream(run_id)
-        keepalive = settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]
-        if await self._sent_snapshot(key, run_id):
-            return
-        if last_id != "0-0" and await self._sent_ended(key, last_id):
-            return
-        # A write retried across a Redis hiccup may repeat an entry; clients never see it twice.
-        sent_through = await self._seq_through(key, last_id)
-        hub = get_hub()
-        sub = await hub.subscribe(key, last_id)
-        try:
-            while True:
-                batch = await sub.next(keepalive)
-                if batch is None:  # quiet: keep proxies from closing; a run may have expired meanwhile
-                    if await self._sent_snapshot(key, run_id):
-                        return
-                    await self.send_body(events.sse_comment(), more_body=True)
-                    continue
-                frames = []
-                for entry_id, fields in batch:
-                    entry = events.decode(entry_id, fields)
-                    if entry.type == events.TOKEN:
-                        if entry.seq + entry.n <= sent_through:
-                            continue
-                        sent_through = entry.seq + entry.n
-                    frames.append(events.sse_frame(entry))
-                    if entry.is_terminal:
-                        return await self.send_body(b"".join(frames), more_body=True)
-                if frames:
-                    await self.send_body(b"".join(frames), more_body=True)
-        finally:
-            hub.unsubscribe(sub)
-
-    async def _sent_ended(self, key: str, last_id: str) -> bool:
-        """A client resuming at or after the terminal entry (it had the end, or its
-        connection dropped as the end arrived) gets the terminal event again, not a
-        stream that never ends: the text is unchanged and the client knows to stop."""
-        entries = await get_async_redis().xrevrange(key, count=1)
-        for entry_id, fields in entries:
-            entry = events.decode(entry_id, fields)
-            if entry.is_terminal and events.stream_id_key(last_id) >= events.stream_id_key(entry_id):
-                await self.send_body(events.sse_frame(entry), more_body=True)
-                return True
-        return False
-
-    async def _seq_through(self, key: str, last_id: str) -> int:
-        """How many tokens the client had at `last_id` (0 from the start)."""
-        if last_id == "0-0":
-            return 0
-        entries = await get_async_redis().xrevrange(key, max=last_id, count=1)
-        for entry_id, fields in entries:
-            entry = events.decode(entry_id, fields)
-            return entry.seq + entry.n if entry.type == events.TOKEN else 0
-        return 0
-
-    async def _sent_snapshot(self, key: str, run_id: int) -> bool:
-        """A finished run whose stream has expired is served from Postgres."""
-        r = get_async_redis()
-        if await r.exists(key):
-            return False
-        snapshot = await database_sync_to_async(run_snapshot)(run_id)
-        if snapshot is None:
-            return False
-        if await r.exists(key):  # no stream yet a moment ago, and now a finished run: it was just made
-            return False  # follow the stream: the client gets ids to resume from
-        await self.send_body(snapshot, more_body=True)
-        return True
+    async def _follow(self, run_id: int, last_id: str | None, fresh: bool) -> None:
+        async for batch in follow(run_id, after=last_id, fresh=fresh):
+            await self.send_body(sse.KEEPALIVE if batch is None else sse.frames(batch), more_body=True)

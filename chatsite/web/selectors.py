@@ -14,8 +14,7 @@ from chatsite.chats.models import Chat, Message
 from chatsite.chats.selectors import chats_for, messages_for
 from chatsite.pools.health import live_workers, pool_is_up
 from chatsite.pools.selectors import pools_for_tenant
-from chatsite.runs.events import TOKEN
-from chatsite.runs.stream_reader import StreamCorrupt, read_entries, rebuild
+from chatsite.runs.stream import log as stream_log
 
 SIDEBAR_LIMIT = 200  # chats listed in the sidebar
 PAGE_MESSAGES = 400  # newest messages rendered on a chat page
@@ -50,14 +49,10 @@ def sidebar_groups(*, tenant, user) -> list[tuple[str, list[Chat]]]:
 def live_reply(run_id: int) -> dict:
     """The text a run's stream holds so far, the token count it covers, and the
     stream id to resume after (the last token entry's, so the terminal entry, if
-    any, is still sent to the browser)."""
-    try:
-        entries = [e for e in read_entries(run_id) if e.type == TOKEN]
-        reply = rebuild(entries)
-    except StreamCorrupt:
-        return {"text": "", "have": 0, "last_event_id": None}
-    return {"text": reply.text, "have": reply.completion_tokens,
-            "last_event_id": entries[-1].id if entries else None}
+    any, is still sent to the browser). A broken stream (a gap) shows its text up to
+    the gap; following it then ends with the gap's error."""
+    reply = stream_log.read(run_id)
+    return {"text": reply.text, "have": reply.completion_tokens, "last_event_id": reply.last_token_id}
 
 
 def chat_messages(*, chat: Chat) -> list[dict]:

@@ -12,7 +12,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
 from chatsite.runs.services.finalize import run_finalize
 from chatsite.runs.services.shedding import shed_if_overloaded
-from chatsite.runs.streams import stream_ended
+from chatsite.runs.stream import log as stream_log
 from chatsite.runs.validation import clean_sampling, clean_text
 
 HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
@@ -61,7 +61,7 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
         except ReplyInProgress as busy:
             # The previous reply's stream has ended but its worker has not saved it yet (the
             # terminal entry comes first): save it here (idempotent), then admit this message.
-            if not stream_ended(busy.run_id):
+            if not stream_log.has_ended(busy.run_id):
                 raise
             run_finalize(run_id=busy.run_id)
             with transaction.atomic():

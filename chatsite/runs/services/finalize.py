@@ -8,15 +8,15 @@ from django.utils import timezone
 from chatsite.chats.models import Message
 from chatsite.metrics.counters import observe_latency
 from chatsite.quotas.services import quota_settle
-from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.stream_reader import Reply, StreamCorrupt, read_entries, rebuild
+from chatsite.runs.stream import codec, log
+from chatsite.runs.stream.log import Reply
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
-def _status_for(terminal: events.Entry) -> str:
-    if terminal.type == events.ERROR:
+def _status_for(terminal: codec.Entry) -> str:
+    if terminal.type == codec.ERROR:
         return GenerationRun.Status.FAILED
     if terminal.finish_reason == "cancelled":
         return GenerationRun.Status.CANCELLED
@@ -31,14 +31,13 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
     """Save the assistant message and the run's figures from the stream's text.
 
     Idempotent: a terminal run is returned unchanged. Returns None (and changes
-    nothing) while the stream has no terminal entry yet."""
-    try:
-        reply = rebuild(read_entries(run_id))
-    except StreamCorrupt as exc:
-        log.error("run %s: %s", run_id, exc)
-        reply = Reply(terminal=events.Entry("0-0", events.ERROR, code="stream_corrupt", message=str(exc)))
+    nothing) while the stream has no terminal entry yet. A stream with a gap in its
+    seq fails the run (code stream_gap) with the text before the gap."""
+    reply = log.read(run_id)
     if reply.terminal is None:
         return None
+    if reply.gap is not None:
+        logger.error("run %s: %s", run_id, reply.gap.message)
     with transaction.atomic():
         # of=self: lock the run row only, not the pool and tenant rows the join reads
         # (locking those deadlocked with admissions inserting runs that reference them).
@@ -55,12 +54,21 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
     return run
 
 
+def run_end(*, run_id: int, lease_token: str, fields: dict) -> GenerationRun | None:
+    """End a run that the caller's attempt holds and is not generating (a cancel of
+    a queued run, a prompt that cannot fit, a broken stream): append `fields` as its
+    terminal entry under the lease, then finalize. If the lease is no longer the
+    caller's, whoever holds it ends the run, and this only finalizes what is there."""
+    log.end(run_id=run_id, lease_token=lease_token, fields=fields)
+    return run_finalize(run_id=run_id)
+
+
 def _apply(run: GenerationRun, reply: Reply) -> None:
-    terminal = reply.terminal
+    terminal = reply.end
     run.status = _status_for(terminal)
     run.finished_at = timezone.now()
     run.completion_tokens = reply.completion_tokens
-    if terminal.type == events.DONE:
+    if terminal.type == codec.DONE:
         run.finish_reason = terminal.finish_reason
         run.prompt_tokens = int(terminal.usage.get("prompt_tokens", 0))
     else:

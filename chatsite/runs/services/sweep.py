@@ -10,10 +10,11 @@ from chatsite.pools.health import live_workers
 from chatsite.redis_client import get_redis
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services.finalize import run_finalize
-from chatsite.runs.stream_reader import read_reply
+from chatsite.runs.services.claim import run_claim, run_release
+from chatsite.runs.services.finalize import run_end, run_finalize
+from chatsite.runs.stream import codec, lease, log
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 QUEUED_GRACE = timedelta(minutes=5)  # a queued run may legitimately wait this long
 PINNED_GRACE = timedelta(seconds=15)  # ...unless it waits in the queue of a worker that is gone
@@ -21,31 +22,56 @@ REDISPATCH_GUARD_SECONDS = 15
 
 
 def runs_sweep() -> dict:
-    """Finalize running runs whose stream ended but whose worker died before saving;
-    dispatch again running runs no live attempt holds, and queued runs whose task
-    was lost. Returns counts of what it did."""
+    """Finalize runs whose stream ended but whose worker died before saving; fail
+    runs whose stream is broken (a gap in seq); dispatch again running runs no live
+    attempt holds, and queued runs whose task was lost. One run that cannot be
+    handled is logged and skipped: it never stops the sweep. Returns counts."""
     r = get_redis()
     now = timezone.now()
     lease_grace = timedelta(seconds=settings.CHATSITE["RUN_LEASE_SECONDS"])
-    counts = {"finalized": 0, "redispatched": 0}
+    counts = {"finalized": 0, "failed": 0, "redispatched": 0, "errors": 0}
     running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING, started_at__lt=now - lease_grace)
     queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - PINNED_GRACE)
     alive = live_workers()
     stranded = [run for run in queued.select_related("pool")[:500]
                 if run.queued_at < now - QUEUED_GRACE or _pinned_to_dead_worker(r, run, alive)]
-    for run in list(running.select_related("pool")[:500]) + stranded:
-        if r.exists(redis_keys.run_lease(run.pk)):
-            continue
-        if read_reply(run.pk).terminal is not None:
-            if run_finalize(run_id=run.pk) is not None:
-                counts["finalized"] += 1
-            continue
-        # One re-dispatch per guard window, however often the sweep runs.
-        if r.set(redis_keys.run_redispatch_guard(run.pk), "1", nx=True, ex=REDISPATCH_GUARD_SECONDS):
-            log.warning("run %s (%s) has no live attempt; dispatching it again", run.pk, run.status)
-            run_dispatch(run, affinity=False)  # its pinned worker is the one that died
-            counts["redispatched"] += 1
+    candidates = list(running.select_related("pool")[:500]) + stranded
+    states = lease.states([run.pk for run in candidates])
+    for run in candidates:
+        try:
+            outcome = _sweep_one(r, run, states[run.pk])
+        except Exception:
+            logger.exception("sweep: run %s could not be handled; going on with the others", run.pk)
+            outcome = "errors"
+        if outcome:
+            counts[outcome] += 1
     return counts
+
+
+def _sweep_one(r, run: GenerationRun, state: str | None) -> str | None:
+    if lease.is_ended(state):  # its stream ended; its worker died before saving it
+        return "finalized" if run_finalize(run_id=run.pk) is not None else None
+    if state is not None:
+        return None  # a live attempt holds it
+    reply = log.read(run.pk)
+    if reply.terminal is not None:
+        return "finalized" if run_finalize(run_id=run.pk) is not None else None
+    if reply.gap is not None:
+        claim = run_claim(run_id=run.pk, worker="sweep")
+        if claim is None:
+            return None  # an attempt took it meanwhile; it ends the run the same way
+        try:
+            run_end(run_id=run.pk, lease_token=claim.lease_token,
+                    fields=codec.error_fields(code=reply.gap.code, message=reply.gap.message))
+        finally:
+            run_release(run_id=run.pk, lease_token=claim.lease_token)
+        return "failed"
+    # One re-dispatch per guard window, however often the sweep runs.
+    if r.set(redis_keys.run_redispatch_guard(run.pk), "1", nx=True, ex=REDISPATCH_GUARD_SECONDS):
+        logger.warning("run %s (%s) has no live attempt; dispatching it again", run.pk, run.status)
+        run_dispatch(run, affinity=False)  # its pinned worker is the one that died
+        return "redispatched"
+    return None
 
 
 def _pinned_to_dead_worker(r, run: GenerationRun, alive: dict) -> bool:
