@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from chatsite.runs.stream_reader import read_reply
+from chatsite.runs.stream import log as stream_log
 from tests.factories import ChatFactory
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import read_events, text_of
@@ -24,7 +24,7 @@ def test_reply_streams_from_vllm_and_saved_text_is_byte_identical(live_url, vllm
     tokens = [e for e in evs if e.event == "token"]
     assert saved.completion_tokens == sum(e.data["n"] for e in tokens) == evs[-1].data["usage"]["completion_tokens"]
     assert saved.prompt_tokens > 0 and saved.ttft_ms is not None
-    assert read_reply(run["id"]).text == streamed  # the stream rebuilds to the same bytes
+    assert stream_log.read(run["id"]).text == streamed  # the stream rebuilds to the same bytes
 
 
 def test_second_turn_and_resume_on_the_real_engine(live_url, vllm_pool, tenant, user, auth):

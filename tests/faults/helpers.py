@@ -2,15 +2,15 @@
 import time
 
 from chatsite import redis_keys
-from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.stream_reader import rebuild
+from chatsite.runs.stream import codec
+from chatsite.runs.stream.log import rebuild
 
 TERMINAL_WITHIN = 60.0
 
 
 def stream_entries(client, run_id):
-    return [events.decode(i, f) for i, f in client.xrange(redis_keys.run_stream(run_id))]
+    return [codec.decode(i, f) for i, f in client.xrange(redis_keys.run_stream(run_id))]
 
 
 def wait_terminal(run_id, timeout=TERMINAL_WITHIN) -> GenerationRun:
@@ -29,7 +29,7 @@ def assert_nothing_lost(client, run_id, *client_texts) -> GenerationRun:
     run = wait_terminal(run_id)
     entries = stream_entries(client, run_id)
     assert sum(e.is_terminal for e in entries) == 1 and entries[-1].is_terminal
-    tokens = [e for e in entries if e.type == events.TOKEN]
+    tokens = [e for e in entries if e.type == codec.TOKEN]
     expected = 0
     for e in tokens:  # contiguous; a repeated entry (a retried write) may only repeat what is there
         assert e.seq <= expected, f"gap before seq {e.seq}"

@@ -21,3 +21,27 @@ def wait_terminal(run_id: int, timeout: float = 60) -> GenerationRun:
             return run
         time.sleep(0.05)
     raise TimeoutError(f"run {run_id} is still {run.status} after {timeout} s")
+
+
+def xadd_tokens(run_id: int, parts: list[str], start: int = 0, attempt: int = 1) -> list[str]:
+    """Token entries written straight to the stream (as an attempt's writer would), one token each."""
+    from chatsite import redis_keys
+    from chatsite.redis_client import get_redis
+    from chatsite.runs.stream import codec
+
+    r = get_redis()
+    return [r.xadd(redis_keys.run_stream(run_id), codec.token_fields(seq=start + i, n=1, text=text, attempt=attempt))
+            for i, text in enumerate(parts)]
+
+
+def end_stream(run_id: int, fields: dict) -> None:
+    """Write the run's terminal entry the way every writer does: as the lease holder."""
+    from chatsite.runs.services import run_claim, run_release
+    from chatsite.runs.stream import log
+
+    claim = run_claim(run_id=run_id, worker="test-writer")
+    assert claim is not None, f"run {run_id} is held or finished"
+    try:
+        assert log.end(run_id=run_id, lease_token=claim.lease_token, fields=fields)
+    finally:
+        run_release(run_id=run_id, lease_token=claim.lease_token)

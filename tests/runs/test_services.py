@@ -1,22 +1,13 @@
 """Run services against real Postgres and Redis, without workers."""
 import pytest
 
-from chatsite import redis_keys
 from chatsite.errors import Conflict, InvalidInput
-from chatsite.redis_client import get_redis
-from chatsite.runs import events
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_cancel, run_claim, run_finalize, run_release, run_submit
-from chatsite.runs.stream_reader import StreamCorrupt, read_reply, rebuild
+from chatsite.runs.stream import codec, log
+from tests.runs.helpers import end_stream, xadd_tokens
 
 pytestmark = pytest.mark.django_db
-
-
-def xadd_tokens(run_id, parts, start=0, attempt=1):
-    seq = start
-    for text in parts:
-        get_redis().xadd(redis_keys.run_stream(run_id), events.token_fields(seq=seq, n=1, text=text, attempt=attempt))
-        seq += 1
 
 
 def test_submit_saves_messages_and_a_queued_run(chat):
@@ -40,8 +31,7 @@ def test_next_message_right_after_the_stream_ended_is_admitted_with_the_reply_in
     posts as soon as it reads `done` is not told a reply is still being generated."""
     first = run_submit(chat=chat, content="one")
     xadd_tokens(first.pk, ["Un", "o"])
-    get_redis().xadd(redis_keys.run_stream(first.pk),
-                     events.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
+    end_stream(first.pk, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
     second = run_submit(chat=chat, content="two")  # the worker has not finalized `first` yet
     first.refresh_from_db()
     assert first.status == "completed" and first.assistant_message.content == "Uno"
@@ -87,8 +77,7 @@ def test_finalize_rebuilds_from_the_stream_and_is_idempotent(chat):
     xadd_tokens(run.pk, ["Hel", "lo", " wor"])
     xadd_tokens(run.pk, ["lo", " wor", "ld"], start=1, attempt=2)  # a second attempt repeating two entries
     assert run_finalize(run_id=run.pk) is None  # no terminal entry yet: nothing saved
-    get_redis().xadd(redis_keys.run_stream(run.pk),
-                     events.done_fields(finish_reason="stop", prompt_tokens=7, completion_tokens=4))
+    end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=7, completion_tokens=4))
     done = run_finalize(run_id=run.pk)
     assert done.status == "completed" and done.assistant_message.content == "Hello world"
     assert done.completion_tokens == 4 and done.prompt_tokens == 7 and done.ttft_ms is not None
@@ -96,18 +85,31 @@ def test_finalize_rebuilds_from_the_stream_and_is_idempotent(chat):
     assert again.finished_at == done.finished_at
 
 
-def test_rebuild_refuses_a_gap():
-    entries = [events.decode("1-0", events.token_fields(seq=0, n=2, text="ab", attempt=1)),
-               events.decode("2-0", events.token_fields(seq=3, n=1, text="d", attempt=1))]
-    with pytest.raises(StreamCorrupt):
-        rebuild(entries)
+def test_rebuild_ends_the_reply_at_a_gap():
+    entries = [codec.decode("1-0", codec.token_fields(seq=0, n=2, text="ab", attempt=1)),
+               codec.decode("2-0", codec.token_fields(seq=3, n=1, text="d", attempt=1)),
+               codec.decode("3-0", codec.done_fields(finish_reason="stop", prompt_tokens=1, completion_tokens=4))]
+    reply = log.rebuild(entries)
+    assert reply.text == "ab" and reply.completion_tokens == 2
+    assert reply.gap.code == "stream_gap" and "skips from token 2 to 3" in reply.gap.message
+    assert reply.end is reply.gap and reply.terminal.type == "done"
 
 
 def test_cancel_of_a_queued_run_ends_it_at_once(chat):
     run = run_submit(chat=chat, content="hello")
     cancelled = run_cancel(run=run)
     assert cancelled.status == "cancelled" and cancelled.finish_reason == "cancelled"
-    reply = read_reply(run.pk)
+    reply = log.read(run.pk)
     assert reply.terminal.finish_reason == "cancelled"
     assert run_claim(run_id=run.pk, worker="late-worker") is None  # a late task does nothing
     assert run_cancel(run=cancelled).status == "cancelled"  # idempotent
+
+
+def test_cancel_of_a_run_whose_stream_has_a_gap_fails_it_cleanly(chat):
+    run = run_submit(chat=chat, content="hello")
+    xadd_tokens(run.pk, ["a"])
+    xadd_tokens(run.pk, ["z"], start=3)
+    ended = run_cancel(run=run)
+    assert ended.status == "failed" and ended.error.startswith("stream_gap: ")
+    assert ended.assistant_message.content == "a"
+    assert run_submit(chat=chat, content="again").status == "queued"

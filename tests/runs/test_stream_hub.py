@@ -4,7 +4,7 @@ import asyncio
 import pytest
 
 from chatsite.redis_client import get_redis
-from chatsite.runs.stream_hub import StreamHub
+from chatsite.runs.stream.hub import StreamHub
 
 
 async def drain(sub, want: int, timeout: float = 5.0) -> list[str]:

@@ -7,8 +7,8 @@ from celery import current_app
 
 from chatsite.redis_client import get_redis
 from chatsite import redis_keys
-from chatsite.runs import events, queues
-from chatsite.runs.stream_reader import read_entries
+from chatsite.runs import queues
+from chatsite.runs.stream import codec, log
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import read_events, text_of
 
@@ -63,8 +63,8 @@ def test_task_delivered_twice_generates_once(live_url, fake_workers, chat, auth)
     current_app.send_task(queues.GENERATE_TASK, args=[run["id"]], queue=queues.pool_queue("flagship", "interactive"))
     import time
     time.sleep(1.0)
-    entries = read_entries(run["id"])
-    tokens = [e for e in entries if e.type == events.TOKEN]
+    entries = log.entries(run["id"])
+    tokens = [e for e in entries if e.type == codec.TOKEN]
     assert {e.attempt for e in tokens} == {1}
     assert [e.seq for e in tokens] == [sum(t.n for t in tokens[:i]) for i in range(len(tokens))]
     assert sum(e.is_terminal for e in entries) == 1
@@ -123,11 +123,30 @@ def test_a_repeated_entry_from_a_retried_write_reaches_no_client_twice(live_url,
     run = run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=idle_pool), content="hi")
     key, r = redis_keys.run_stream(run.pk), get_redis()
     for seq, text in [(0, "Hel"), (1, "lo"), (1, "lo"), (2, " wor"), (2, " wor"), (3, "ld")]:
-        r.xadd(key, events.token_fields(seq=seq, n=1, text=text, attempt=1))
-    r.xadd(key, events.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=4))
+        r.xadd(key, codec.token_fields(seq=seq, n=1, text=text, attempt=1))
+    r.xadd(key, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=4))
     url = f"{live_url}/api/runs/{run.pk}/events"
     whole = read_events(url, headers=auth)
     assert text_of(whole) == "Hello world" and [e.data["seq"] for e in whole[:-1]] == [0, 1, 2, 3]
     ids = [eid for eid, _ in r.xrange(key)]
     resumed = read_events(url, headers=auth, last_event_id=ids[1])  # after the first "lo"
     assert text_of(resumed) == " world"
+
+
+def test_a_worker_taking_a_run_whose_stream_has_a_gap_fails_it_once(live_url, fake_workers, tenant, user, auth):
+    """Entries lost (e.g. a Redis restart without persistence) must not poison the system:
+    the run fails with a clear error, once, and its readers are told why."""
+    from chatsite.runs.services import run_submit
+    from tests.factories import ChatFactory, PoolFactory
+    from tests.runs.helpers import xadd_tokens
+
+    idle_pool = PoolFactory(name="no-worker-pool")  # nobody consumes its queue: we hand the task over by hand
+    run = run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=idle_pool), content="hi")
+    xadd_tokens(run.pk, ["Hel", "lo"])
+    xadd_tokens(run.pk, ["?"], start=7)
+    current_app.send_task(queues.GENERATE_TASK, args=[run.pk], queue=queues.pool_queue("flagship", "interactive"))
+    saved = wait_terminal(run.pk)
+    assert saved.status == "failed" and saved.error.startswith("stream_gap: ") and saved.attempt == 1
+    assert saved.assistant_message.content == "Hello"
+    evs = read_events(f"{live_url}/api/runs/{run.pk}/events", headers=auth)
+    assert text_of(evs) == "Hello" and evs[-1].event == "error" and evs[-1].data["code"] == "stream_gap"

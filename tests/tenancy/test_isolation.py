@@ -15,7 +15,7 @@ from django.test import Client
 from chatsite import redis_keys
 from chatsite.chats.models import Chat, Message
 from chatsite.redis_client import get_redis
-from chatsite.runs import events
+from chatsite.runs.stream import codec, log
 from chatsite.runs.models import GenerationRun
 from chatsite.pools.models import ModelPool
 from chatsite.tenancy.models import ApiKey, Tenant
@@ -45,7 +45,7 @@ def _queued_run(chat: Chat, tokens: int) -> GenerationRun:
     run = GenerationRun.objects.create(tenant=chat.tenant, chat=chat, user_message=user, assistant_message=reply,
                                        pool=chat.pool, seed=1, max_tokens=50, prompt_tokens=tokens,
                                        completion_tokens=tokens)
-    get_redis().xadd(redis_keys.run_stream(run.pk), events.token_fields(seq=0, n=1, text="B's secret", attempt=1))
+    get_redis().xadd(redis_keys.run_stream(run.pk), codec.token_fields(seq=0, n=1, text="B's secret", attempt=1))
     return run
 
 
@@ -123,7 +123,7 @@ def _assert_b_untouched(w: World) -> None:
     assert (b_chat.title, b_chat.pool.name) == ("B's chat", "b-private")
     assert Message.objects.filter(chat=b_chat).count() == 2
     assert GenerationRun.objects.get(pk=w.b_run.pk).status == "queued"
-    assert not get_redis().exists(redis_keys.run_cancel(w.b_run.pk))
+    assert not log.cancel_asked(w.b_run.pk)
     assert ApiKey.objects.get(pk=w.b_key.pk).revoked_at is None
     assert not GenerationRun.objects.filter(chat=w.a_chat).exists()
     assert set(Chat.objects.filter(tenant__in=[w.a_chat.tenant, b_chat.tenant])) == {w.a_chat, b_chat}

@@ -8,10 +8,10 @@ from django.urls import reverse
 from chatsite import redis_keys
 from chatsite.chats.models import Chat, Message
 from chatsite.redis_client import get_redis
-from chatsite.runs import events
+from chatsite.runs.stream import codec
 from chatsite.runs.access import token_grants
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.streams import write_terminal
+from tests.runs.helpers import end_stream
 from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -50,9 +50,9 @@ def test_a_running_reply_is_in_the_html_with_where_to_resume(signed_in, chat):
     run = _running_run(chat)
     r = get_redis()
     key = redis_keys.run_stream(run.pk)
-    ids = [r.xadd(key, events.token_fields(seq=seq, n=1, text=text, attempt=1))
+    ids = [r.xadd(key, codec.token_fields(seq=seq, n=1, text=text, attempt=1))
            for seq, text in enumerate(["Hello", " <b>world", "</b>"])]
-    write_terminal(run.pk, events.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=3))
+    end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=3))
     try:
         resp = signed_in.get(f"/c/{chat.pk}/")
     finally:

@@ -4,9 +4,8 @@ import time
 import pytest
 
 from chatsite.celery import app
-from chatsite.runs import events
+from chatsite.runs.stream import codec, log
 from chatsite.runs.routing import affinity_worker
-from chatsite.runs.stream_reader import read_entries
 from tests import stack
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import read_events, text_of
@@ -48,7 +47,7 @@ def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url,
     assert saved.status == "completed" and saved.completion_tokens == 400
     assert saved.attempt == 2 and saved.worker != holder
     assert text_of(first) + text_of(rest) == saved.assistant_message.content
-    tokens = [e for e in read_entries(run["id"]) if e.type == events.TOKEN]
+    tokens = [e for e in log.entries(run["id"]) if e.type == codec.TOKEN]
     assert [e.seq for e in tokens] == sorted(e.seq for e in tokens)
     assert {e.attempt for e in tokens} == {1, 2}
     # the drained worker takes nothing new: the chat's next turn goes to the other one

@@ -1,0 +1,76 @@
+"""The beat sweep against real Postgres and Redis, without workers: each orphaned run
+reconverges, and one run that cannot be handled never stops the others."""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_claim, run_submit
+from chatsite.runs.services import sweep as sweep_module
+from chatsite.runs.services.sweep import runs_sweep
+from chatsite.runs.stream import codec, lease, log
+from tests.factories import ChatFactory
+from tests.runs.helpers import xadd_tokens
+
+pytestmark = pytest.mark.django_db
+
+
+def orphan(chat, *parts, start=0):
+    """A running run whose worker died: claimed once, lease lapsed, tokens in its stream."""
+    run = run_submit(chat=chat, content="hello", max_tokens=20)
+    claim = run_claim(run_id=run.pk, worker="dead-worker")
+    lease.release(run.pk, claim.lease_token)  # as its lease lapses
+    GenerationRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(minutes=1))
+    xadd_tokens(run.pk, list(parts), start=start)
+    return run
+
+
+def test_a_run_whose_stream_has_a_gap_fails_cleanly_and_the_chat_goes_on(chat):
+    run = orphan(chat, "a", "b")
+    xadd_tokens(run.pk, ["z"], start=5)  # entries 2..4 were lost
+    counts = runs_sweep()
+    assert counts["failed"] == 1 and counts["errors"] == 0
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error.startswith("stream_gap: ")
+    assert run.assistant_message.content == "ab" and run.completion_tokens == 2
+    assert log.entries(run.pk)[-1].code == codec.GAP_CODE  # the stream ends, with the reason
+    assert run_submit(chat=chat, content="next").status == "queued"  # nothing left in progress
+
+
+def test_an_ended_stream_whose_worker_died_before_saving_is_finalized(chat):
+    run = run_submit(chat=chat, content="hello", max_tokens=20)
+    claim = run_claim(run_id=run.pk, worker="dead-worker")
+    xadd_tokens(run.pk, ["fine"])
+    log.end(run_id=run.pk, lease_token=claim.lease_token,
+            fields=codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1))
+    GenerationRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(minutes=1))
+    assert runs_sweep()["finalized"] == 1
+    run.refresh_from_db()
+    assert run.status == "completed" and run.assistant_message.content == "fine"
+
+
+def test_a_run_no_attempt_holds_is_dispatched_again_once_per_guard_window(chat):
+    run = orphan(chat, "a")
+    assert runs_sweep()["redispatched"] == 1
+    assert runs_sweep()["redispatched"] == 0  # the guard holds while the dispatch is in flight
+    run.refresh_from_db()
+    assert run.status == "running"
+
+
+def test_one_run_that_cannot_be_handled_does_not_stop_the_sweep(chat, tenant, user, pool, monkeypatch):
+    broken = orphan(chat, "a")
+    other = orphan(ChatFactory(tenant=tenant, owner=user, pool=pool), "b")
+    xadd_tokens(other.pk, ["z"], start=4)  # a gap: the sweep fails it
+    real_read = log.read
+
+    def read(run_id):
+        if run_id == broken.pk:
+            raise RuntimeError("unreadable")
+        return real_read(run_id)
+
+    monkeypatch.setattr(sweep_module.log, "read", read)
+    counts = runs_sweep()
+    assert counts["errors"] == 1 and counts["failed"] == 1
+    other.refresh_from_db()
+    assert other.status == "failed"

@@ -1,0 +1,89 @@
+"""The stream writer against real Redis, fed engine steps by hand."""
+import time
+
+import pytest
+
+from chatsite import redis_keys
+from chatsite.redis_client import get_redis
+from chatsite.runs.stream import lease, log
+from inference.types import StepDelta
+from workers import stream_writer
+from workers.stream_writer import ActiveRun, StreamWriter
+
+RUN = 990101
+
+
+@pytest.fixture
+def writer():
+    aborted: list[str] = []
+    w = StreamWriter(abort=aborted.append)
+    w.aborted = aborted
+    r = get_redis()
+    r.delete(redis_keys.run_stream(RUN), redis_keys.run_lease(RUN))
+    r.zrem(redis_keys.cancelled_runs(), str(RUN))
+    yield w
+    r.delete(redis_keys.run_stream(RUN), redis_keys.run_lease(RUN))
+    r.zrem(redis_keys.cancelled_runs(), str(RUN))
+
+
+def active(token: str, **kw) -> ActiveRun:
+    return ActiveRun(run_id=RUN, attempt=1, request_id=f"run-{RUN}-1", lease_token=token, next_seq=0, **kw)
+
+
+def wait(predicate, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_run_ends_with_its_tokens_then_one_terminal_entry(writer):
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    rid = run.request_id
+    writer.on_step([StepDelta(rid, "Hel", 1)])
+    writer.on_step([StepDelta(rid, "lo", 1), StepDelta(rid, "", 0, finished=True, finish_reason="stop",
+                                                      num_prompt_tokens=4)])
+    assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
+    reply = log.read(RUN)
+    assert reply.text == "Hello" and reply.terminal.finish_reason == "stop"
+    assert reply.terminal.usage == {"prompt_tokens": 4, "completion_tokens": 2}
+    assert log.has_ended(RUN)
+
+
+def test_an_attempt_whose_lease_was_taken_writes_nothing_and_is_aborted(writer):
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.on_step([StepDelta(run.request_id, "a", 1)])
+    wait(lambda: get_redis().xlen(redis_keys.run_stream(RUN)) == 1)
+    get_redis().set(redis_keys.run_lease(RUN), "w2:other")  # another attempt took the run over
+    writer.on_step([StepDelta(run.request_id, "b", 1)])
+    assert run.done.wait(5) and run.outcome == stream_writer.SUPERSEDED
+    assert writer.aborted == [run.request_id] and writer.active() == []
+    writer.on_step([StepDelta(run.request_id, "c", 1, finished=True, finish_reason="stop")])
+    time.sleep(0.3)
+    assert [e.text for e in log.entries(RUN)] == ["a"]
+
+
+def test_a_cancel_aborts_the_request_and_the_end_says_cancelled(writer):
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.on_step([StepDelta(run.request_id, "a", 1)])
+    log.cancel_ask(RUN)
+    wait(lambda: writer.aborted == [run.request_id])  # seen at the next write, or the idle poll
+    assert run.cancel_requested
+    writer.on_step([StepDelta(run.request_id, "", 0, finished=True, finish_reason="abort")])
+    assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
+    assert log.read(RUN).terminal.finish_reason == "cancelled"
+
+
+def test_a_handed_back_run_gets_no_terminal_entry(writer):
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.on_step([StepDelta(run.request_id, "a", 1)])
+    wait(lambda: get_redis().xlen(redis_keys.run_stream(RUN)) == 1)
+    writer.hand_back([run.request_id])
+    assert run.outcome == stream_writer.HANDED_BACK and writer.aborted == [run.request_id]
+    writer.on_step([StepDelta(run.request_id, "", 0, finished=True, finish_reason="abort")])
+    time.sleep(0.3)
+    assert log.read(RUN).terminal is None and not log.has_ended(RUN)
