@@ -15,7 +15,7 @@ import os
 import time
 
 from bench import common, sse_client
-from bench.platform_stack import PgConnections, Stack, pg_free_connections, redis_server_pid
+from bench.platform_stack import Stack
 
 
 # A message POST that fails with a 5xx is retried this many times in all, 50 ms apart:
@@ -150,7 +150,7 @@ class PlatformArm:
             "bench", VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
             CHATSITE_WORKER_SLOTS=self.worker_slots)
         self.pids = {"web": self.web.pid, "worker": self.worker.pid, **common.children(self.worker.pid),
-                     "redis": redis_server_pid(self.stack.redis_url), "postgres": common.POSTGRES}
+                     **self.stack.server_pids()}
 
     async def warm_up(self, http) -> None:
         self.client = Client(self.url, self.key, http)
@@ -164,7 +164,7 @@ class PlatformArm:
         delays: list[float] = []
         self.client.post_retries = self.client.snapshots = 0
         await self._wait_for_connections(c)
-        with PgConnections(self.stack.db_name) as pg:
+        with self.stack.pg_connections() as pg:
             reqs, wall = await common.drive(c, total, lambda i: self.client.turn(chats[i], self.prompts[i][0],
                                                                                   delays=delays))
         return reqs, wall, {"delays": delays, "post_retries": self.client.post_retries, "pg_peak": pg.peak,
@@ -175,7 +175,7 @@ class PlatformArm:
         """The platform may hold a Postgres connection per running run (worker) and per
         in-flight POST (web); the server is shared, so wait until it has room."""
         end = time.monotonic() + timeout
-        while await asyncio.to_thread(pg_free_connections) < c + 20 and time.monotonic() < end:
+        while await asyncio.to_thread(self.stack.pg_free_connections) < c + 20 and time.monotonic() < end:
             await asyncio.sleep(1)
 
     async def profile(self, c: int, seconds: int = 15) -> dict:

@@ -208,10 +208,17 @@ class CpuMeter:
         self.pids = pids
 
     def _read(self):
+        from bench.services import tree_cpu_seconds
+
         out = {}
         for name, pid in self.pids.items():
             try:
-                out[name] = postgres_cpu_seconds() if pid == POSTGRES else cpu_seconds(pid)
+                if pid == POSTGRES:
+                    out[name] = postgres_cpu_seconds()
+                elif isinstance(pid, (tuple, list)):  # ("tree", pid): a server and its children (a private Postgres)
+                    out[name] = tree_cpu_seconds(pid[1])
+                else:
+                    out[name] = cpu_seconds(pid)
             except (FileNotFoundError, ProcessLookupError):
                 out[name] = None
         return out

@@ -19,7 +19,7 @@ import time
 
 from bench import common, report, sse_client
 from bench.arm_platform import Client
-from bench.platform_stack import PgConnections, Stack, pg_free_connections, redis_server_pid
+from bench.platform_stack import Stack
 
 STEP_SECONDS = 0.02  # 50 tokens/s per stream, a typical GPU decode pace
 TOKENS = common.OUTPUT_TOKENS
@@ -84,13 +84,13 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
             reqs.append(results[0])
 
     end = time.monotonic() + 60
-    while await asyncio.to_thread(pg_free_connections) < runs + 20 and time.monotonic() < end:
+    while await asyncio.to_thread(stack.pg_free_connections) < runs + 20 and time.monotonic() < end:
         await asyncio.sleep(1)  # the Postgres server is shared: leave room for the others
     deadline = time.monotonic() + seconds
     meter = common.CpuMeter(pids)
     client.post_retries = client.snapshots = 0
     meter.start()
-    with PgConnections(stack.db_name) as pg:
+    with stack.pg_connections() as pg:
         await asyncio.gather(*(one_client() for _ in range(runs)))
     cpu = meter.stop()
     ok = [r for r in reqs if not r.error]
@@ -234,8 +234,7 @@ def main() -> None:
         web, url = stack.start_web()
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=STEP_SECONDS,
                                     CHATSITE_WORKER_SLOTS=max(STREAMS) + 8)
-        pids = {"worker": worker.pid, "redis": redis_server_pid(stack.redis_url), "web": web.pid,
-                "postgres": common.POSTGRES, "client": os.getpid()}
+        pids = {"worker": worker.pid, "web": web.pid, **stack.server_pids(), "client": os.getpid()}
         data = asyncio.run(run(stack, url, key, pids, a.seconds, a.profile, tag, ints(a.streams), ints(a.fanout),
                                not a.no_cost))
         common.write_json(f"platform_only{tag}.json", data)

@@ -1,11 +1,12 @@
-"""The platform under benchmark: its own Postgres database, its own Redis database
-number, one daphne and Celery workers as subprocesses, and an API key.
+"""The platform under benchmark: its own Redis server and Postgres cluster
+(bench/services.py; so every CPU second they spend is the platform's), one daphne
+and Celery workers as subprocesses, and an API key.
 
-Nothing here is shared with the test suite: the Redis database is claimed with the
-same slot protocol settings_test uses (a key in db 0), so a concurrent test session
-never picks it, and the Postgres database is dropped and created fresh. The bench
-process itself never loads Django: setup goes through manage.py commands, checks
-through plain SQL, so two stacks (two code trees) can run side by side.
+With `private=False` it uses the machine's shared servers instead: a Redis database
+claimed with the slot protocol settings_test uses (a key in db 0) and a fresh
+Postgres database. The bench process itself never loads Django: setup goes through
+manage.py commands, checks through plain SQL, so two stacks (two code trees) can
+run side by side.
 """
 import atexit
 import json
@@ -38,11 +39,11 @@ def claim_redis_db(preferred=(14, 15, 13, 12, 11)) -> int:
     raise RuntimeError("no free Redis database among %s" % (preferred,))
 
 
-def fresh_database(name: str) -> str:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+def fresh_database(name: str, base: str = PG) -> str:
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{PG}/{name}"
+    return f"{base}/{name}"
 
 
 class Stack:
@@ -50,12 +51,18 @@ class Stack:
     `root` is the code tree the processes run (this checkout by default)."""
 
     def __init__(self, *, db_name: str = "bench_chatsite", root: Path = common.ROOT, debug: bool = False,
-                 **extra_env):
+                 private: bool = True, **extra_env):
+        from bench.services import PrivatePostgres, PrivateRedis
+
         self.root = Path(root)
         self.db_name = db_name
-        self.db_url = fresh_database(db_name)
-        self.redis_db = claim_redis_db()
-        self.redis_url = f"{REDIS_BASE}/{self.redis_db}"
+        self.private = private
+        if private:
+            self.pg_server, self.redis_server = PrivatePostgres(), PrivateRedis()
+            self.pg_base, self.redis_url = self.pg_server.url, self.redis_server.url
+        else:
+            self.pg_base, self.redis_url = PG, f"{REDIS_BASE}/{claim_redis_db()}"
+        self.db_url = fresh_database(db_name, self.pg_base)
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatsite.settings", "DATABASE_URL": self.db_url,
                     "REDIS_URL": self.redis_url, "CELERY_BROKER_URL": self.redis_url, "PYTHONUNBUFFERED": "1",
                     "DJANGO_DEBUG": "1" if debug else "0", "LOG_LEVEL": "WARNING",
@@ -64,6 +71,18 @@ class Stack:
         self.procs: list[Proc] = []
         self.manage("migrate", "--verbosity", "0")
         atexit.register(self.stop)
+
+    def server_pids(self) -> dict:
+        """CpuMeter entries for Redis and Postgres (the whole server when shared)."""
+        if self.private:
+            return {"redis": self.redis_server.pid, "postgres": ("tree", self.pg_server.pid)}
+        return {"redis": redis_server_pid(self.redis_url), "postgres": common.POSTGRES}
+
+    def pg_connections(self) -> "PgConnections":
+        return PgConnections(self.db_name, self.pg_base)
+
+    def pg_free_connections(self) -> int:
+        return pg_free_connections(self.pg_base)
 
     def manage(self, *args: str) -> str:
         out = subprocess.run([common.PY, "manage.py", *args], cwd=self.root, env=self.env, capture_output=True,
@@ -185,10 +204,11 @@ class PgConnections:
     """Samples how many Postgres connections a database holds (every 0.2 s, in a
     thread) and how many the whole server has; the server is shared."""
 
-    def __init__(self, db_name: str):
+    def __init__(self, db_name: str, base: str = PG):
         import threading
 
         self.db_name = db_name
+        self.base = base
         self.peak = 0
         self.server_peak = 0
         self.samples = 0
@@ -208,7 +228,7 @@ class PgConnections:
         self._thread.join()
 
     def _loop(self) -> None:
-        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        with psycopg.connect(f"{self.base}/postgres", autocommit=True) as conn:
             while not self._stop.wait(0.2):
                 mine, total, waiting = conn.execute(
                     "select count(*) filter (where datname = %s), count(*), "
@@ -229,8 +249,8 @@ class PgConnections:
         return self.lock_waiters / self.samples if self.samples else 0.0
 
 
-def pg_free_connections() -> int:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+def pg_free_connections(base: str = PG) -> int:
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
         limit = int(conn.execute("show max_connections").fetchone()[0])
         used = conn.execute("select count(*) from pg_stat_activity where backend_type = 'client backend'").fetchone()[0]
     return limit - used

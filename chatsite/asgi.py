@@ -1,20 +1,18 @@
-"""ASGI entry point for daphne: Django views, plus the SSE consumer."""
+"""ASGI entry point for daphne: Django views, plus the run events' SSE app."""
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
-from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 
-from chatsite.runs.consumers import RunEventsConsumer  # noqa: E402
+from chatsite.runs.events_app import run_events as events  # noqa: E402
 
-# The session is loaded lazily: a request with a valid events token never reads it
-# (chatsite/runs/access.py resolves the session's user only when it must).
-events = SessionMiddlewareStack(RunEventsConsumer.as_asgi())
+# No session middleware around the events: a request with a valid events token never
+# reads the session, and the others read it once (chatsite/runs/access.py).
 
 application = ProtocolTypeRouter({
     "http": URLRouter([

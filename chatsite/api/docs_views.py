@@ -1,6 +1,6 @@
 """Documentation-only view of GET /api/runs/{id}/events.
 
-The endpoint is the Channels consumer chatsite.runs.consumers.RunEventsConsumer,
+The endpoint is the plain ASGI app chatsite.runs.events_app.run_events,
 routed in chatsite/asgi.py before Django; this view only carries its OpenAPI
 description (added by chatsite.api.openapi.add_documented_endpoints) and is never
 routed."""
@@ -78,4 +78,4 @@ class RunEventsDocs(APIView):
         },
     )
     def get(self, request, run_id: int):  # pragma: no cover - never routed
-        raise NotImplementedError("served by chatsite.runs.consumers.RunEventsConsumer")
+        raise NotImplementedError("served by chatsite.runs.events_app.run_events")

@@ -44,7 +44,7 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
 def add_documented_endpoints(endpoints, **kwargs):
     """drf-spectacular preprocessing hook: document the endpoints that are not DRF
     views. Their documentation-only views are never routed; the real handlers are
-    chatsite.runs.consumers.RunEventsConsumer and chatsite.openai_api.views."""
+    chatsite.runs.events_app.run_events and chatsite.openai_api.views."""
     from chatsite.api.docs_views import RunEventsDocs
     from chatsite.openai_api.docs import ChatCompletionsDocs, ModelDetailDocs, ModelListDocs
 

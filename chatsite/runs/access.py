@@ -6,11 +6,13 @@ stream costs no Postgres connection. Without a valid token (absent, expired afte
 EVENTS_TOKEN_SECONDS, or for another run) the session or the bearer key is checked
 against the database (`authorize_run`, sync; called via database_sync_to_async).
 """
+from importlib import import_module
 from types import SimpleNamespace
 
 from django.conf import settings
 from django.contrib.auth import get_user as auth_get_user
 from django.core import signing
+from django.http.cookie import parse_cookie
 
 from chatsite.errors import ServiceError
 from chatsite.runs.models import GenerationRun
@@ -64,9 +66,14 @@ def authorize_run(scope, run_id) -> GenerationRun:
 
 
 def _session_user(scope):
-    """The signed-in user of the request's session (read from the database only now)."""
+    """The signed-in user of the request's session cookie (read from the database only now)."""
     if "user" in scope:
         return scope["user"]
-    if "session" not in scope:
-        return None
-    return auth_get_user(SimpleNamespace(session=scope["session"]))
+    session = scope.get("session")
+    if session is None:
+        cookies = parse_cookie(dict(scope.get("headers", [])).get(b"cookie", b"").decode("latin-1"))
+        key = cookies.get(settings.SESSION_COOKIE_NAME)
+        if not key:
+            return None
+        session = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    return auth_get_user(SimpleNamespace(session=session))

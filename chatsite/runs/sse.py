@@ -3,6 +3,7 @@
 `id:` is the stream id, so Last-Event-ID resumes exactly. An entry is encoded once
 per web process, however many clients read it (cached on the shared entry)."""
 import json
+from json.encoder import encode_basestring_ascii as _json_str
 
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.codec import Entry
@@ -12,21 +13,23 @@ KEEPALIVE = b": keep-alive\n\n"
 
 
 def frame(entry: Entry) -> bytes:
-    cached = entry.wire.get("rest")
-    if cached is not None:
-        return cached
-    if entry.type == codec.TOKEN:
-        data = {"seq": entry.seq, "n": entry.n, "text": entry.text}
+    wire = entry.wire
+    if wire is None:
+        wire = entry.wire = {}
+    else:
+        cached = wire.get("rest")
+        if cached is not None:
+            return cached
+    if entry.type == codec.TOKEN:  # the hot path: a token frame without the generic encoder
+        out = ('id: %s\nevent: token\ndata: {"seq": %d, "n": %d, "text": %s}\n\n'
+               % (entry.id, entry.seq, entry.n, _json_str(entry.text))).encode()
     elif entry.type == codec.SNAPSHOT:  # no id: the client's old ids are gone with the stream
         out = f"event: snapshot\ndata: {json.dumps({'text': entry.text, 'n': entry.n})}\n\n".encode()
-        entry.wire["rest"] = out
-        return out
-    elif entry.type == codec.DONE:
-        data = {"finish_reason": entry.finish_reason, "usage": entry.usage}
     else:
-        data = {"code": entry.code, "message": entry.message}
-    out = f"id: {entry.id}\nevent: {entry.type}\ndata: {json.dumps(data)}\n\n".encode()
-    entry.wire["rest"] = out
+        data = ({"finish_reason": entry.finish_reason, "usage": entry.usage} if entry.type == codec.DONE
+                else {"code": entry.code, "message": entry.message})
+        out = f"id: {entry.id}\nevent: {entry.type}\ndata: {json.dumps(data)}\n\n".encode()
+    wire["rest"] = out
     return out
 
 

@@ -5,7 +5,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import HttpCommunicator
 from django.db import OperationalError
 
-from chatsite.runs.consumers import RunEventsConsumer
+from chatsite.runs.events_app import run_events
 from tests.api.helpers import assert_openai_error, key_client
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +27,8 @@ def test_sse_errors_before_the_stream_starts_are_json(monkeypatch, exc, status, 
     def fail(scope, run_id):
         raise exc
 
-    monkeypatch.setattr("chatsite.runs.consumers.authorize_run", fail)
-    comm = HttpCommunicator(RunEventsConsumer.as_asgi(), "GET", "/api/runs/1/events")
+    monkeypatch.setattr("chatsite.runs.events_app.authorize_run", fail)
+    comm = HttpCommunicator(run_events, "GET", "/api/runs/1/events")
     comm.scope["url_route"] = {"kwargs": {"run_id": 1}}
     resp = async_to_sync(comm.get_response)(timeout=5)
     assert resp["status"] == status

@@ -11,7 +11,7 @@ from tests import stack
 from tests.factories import ChatFactory, PoolFactory
 from tests.faults.client import follow, follow_in_thread
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost, wait_terminal
+from tests.faults.helpers import assert_nothing_lost, stream_entries, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,8 +129,7 @@ def test_cancel_racing_a_natural_finish_ends_once_and_consistently(fault_stack, 
         time.sleep(0.02 * i)  # cancel before, during and after the finish
         httpx.post(f"{base}/api/runs/{run['id']}/cancel", headers=auth, timeout=10)
         saved = assert_nothing_lost(fault_redis_client, run["id"])
-        entries = fault_redis_client.xrange(f"run:{run['id']}")
-        reason = entries[-1][1]["finish_reason"]
+        reason = stream_entries(fault_redis_client, run["id"])[-1].finish_reason
         assert (saved.status, saved.finish_reason) in {("cancelled", "cancelled"), ("completed", "length")}
         assert saved.finish_reason == reason
         outcomes.add(saved.status)

@@ -1,10 +1,14 @@
 """The run stream's entries, and the one rule every reader applies to their `seq`.
 
-A run's stream `run:{id}` holds, in order: token entries `{type: token, seq, n,
-text, attempt}`, where `seq` is the index of the entry's first token (contiguous
-across entries and attempts) and `n` how many tokens it carries; then exactly one
-terminal entry, `{type: done, finish_reason, usage}` or `{type: error, code,
-message}`. Readers never trust a writer: they follow `seq` with a `SeqCursor`.
+A run's stream `run:{id}` holds, in order: token entries, then exactly one terminal
+entry. Each entry is one field, so Redis, the writer and every reader handle two
+strings per entry instead of ten:
+- a token entry `t` = "SEQ N ATTEMPT TEXT": `SEQ` is the index of its first token
+  (contiguous across entries and attempts), `N` how many tokens it carries, `TEXT`
+  their text (the rest of the value, spaces and all);
+- the terminal entry, `d` = {"finish_reason", "usage"} (JSON) when the run is done, or
+  `e` = {"code", "message"} (JSON) when it failed.
+Readers never trust a writer: they follow `seq` with a `SeqCursor`.
 """
 import json
 import re
@@ -17,6 +21,9 @@ ERROR = "error"
 SNAPSHOT = "snapshot"
 TERMINAL_TYPES = (DONE, ERROR)
 
+# The one field of each kind of entry.
+TOKEN_FIELD, DONE_FIELD, ERROR_FIELD = "t", "d", "e"
+
 # The error code of a stream whose token entries skip a seq (entries lost, e.g. with a
 # Redis that restarted without persistence): the reply ends there, as a failure.
 GAP_CODE = "stream_gap"
@@ -26,25 +33,38 @@ NO_ID = "0-0"  # entries made from Postgres (snapshots) have no stream id
 _STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
 
+def token_value(*, seq: int, n: int, text: str, attempt: int) -> str:
+    return f"{seq} {n} {attempt} {text}"
+
+
 def token_fields(*, seq: int, n: int, text: str, attempt: int) -> dict:
-    return {"type": TOKEN, "seq": seq, "n": n, "text": text, "attempt": attempt}
+    return {TOKEN_FIELD: token_value(seq=seq, n=n, text=text, attempt=attempt)}
 
 
 def done_fields(*, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> dict:
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
-    return {"type": DONE, "finish_reason": finish_reason, "usage": json.dumps(usage)}
+    return {DONE_FIELD: json.dumps({"finish_reason": finish_reason, "usage": usage})}
 
 
 def error_fields(*, code: str, message: str) -> dict:
-    return {"type": ERROR, "code": code, "message": message}
+    return {ERROR_FIELD: json.dumps({"code": code, "message": message})}
 
 
 class Entry:
     """One decoded entry. The hub hands the same object to every client following
-    the run, so a surface may cache its encoding in `wire` (one encoding per entry,
-    however many clients read it)."""
+    the run, so a surface may cache its encoding in `wire` (a dict made on first use:
+    one encoding per entry, however many clients read it). No __slots__: attributes
+    not set on an entry read the class defaults, so a token entry is cheap to make."""
 
-    __slots__ = ("id", "type", "seq", "n", "text", "attempt", "finish_reason", "usage", "code", "message", "wire")
+    seq = 0
+    n = 0
+    text = ""
+    attempt = 0
+    finish_reason = ""
+    usage: dict = {}
+    code = ""
+    message = ""
+    wire: dict | None = None
 
     def __init__(self, id: str, type: str, *, seq: int = 0, n: int = 0, text: str = "", attempt: int = 0,
                  finish_reason: str = "", usage: dict | None = None, code: str = "", message: str = ""):
@@ -58,7 +78,6 @@ class Entry:
         self.usage = usage or {}
         self.code = code
         self.message = message
-        self.wire: dict = {}
 
     @property
     def is_terminal(self) -> bool:
@@ -73,16 +92,37 @@ class Entry:
         return f"Entry({self.id}, {self.type}, seq={self.seq}, n={self.n}, text={self.text[:20]!r})"
 
 
+_new = object.__new__
+
+
+def _token(entry_id: str, seq: int, n: int, text: str, attempt: int) -> Entry:
+    e = _new(Entry)
+    e.id, e.type, e.seq, e.n, e.text, e.attempt = entry_id, TOKEN, seq, n, text, attempt
+    return e
+
+
+def _decode_one(entry_id: str, field: str, value: str) -> Entry:
+    if field == TOKEN_FIELD:
+        seq, n, attempt, text = value.split(" ", 3)
+        return _token(entry_id, int(seq), int(n), text, int(attempt))
+    if field == DONE_FIELD:
+        data = json.loads(value)
+        return Entry(entry_id, DONE, finish_reason=data.get("finish_reason", ""), usage=data.get("usage") or {})
+    data = json.loads(value) if field == ERROR_FIELD else {"code": "stream_corrupt",
+                                                          "message": f"unknown stream entry field {field!r}"}
+    return Entry(entry_id, ERROR, code=data.get("code", "error"), message=data.get("message", ""))
+
+
 def decode(entry_id: str, fields: dict) -> Entry:
-    """An entry as Redis returns it. Anything that is not a token or done entry is an error entry."""
-    kind = fields.get("type", "")
-    if kind == TOKEN:
-        return Entry(entry_id, TOKEN, seq=int(fields["seq"]), n=int(fields["n"]), text=fields.get("text", ""),
-                     attempt=int(fields.get("attempt", 0)))
-    if kind == DONE:
-        return Entry(entry_id, DONE, finish_reason=fields.get("finish_reason", ""),
-                     usage=json.loads(fields.get("usage") or "{}"))
-    return Entry(entry_id, ERROR, code=fields.get("code", "error"), message=fields.get("message", ""))
+    """An entry as redis-py returns it (a dict of its one field)."""
+    for field, value in fields.items():
+        return _decode_one(entry_id, field, value)
+    return _decode_one(entry_id, "", "")
+
+
+def decode_flat(entry_id: str, flat: list) -> Entry:
+    """An entry as XREAD returns it unparsed ([field, value]); the hub reads it this way."""
+    return _decode_one(entry_id, flat[0], flat[1])
 
 
 def done_entry(*, finish_reason: str, prompt_tokens: int, completion_tokens: int, entry_id: str = NO_ID) -> Entry:

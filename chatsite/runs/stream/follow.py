@@ -44,7 +44,7 @@ async def follow(run_id: int, *, after: str | None = None, keepalive: float | No
             return
         cursor.have = had
     hub = get_hub()
-    sub = await hub.subscribe(key, after or codec.NO_ID, decode=codec.decode)
+    sub = await hub.subscribe(key, after or codec.NO_ID, decode=codec.decode_flat)
     try:
         while True:
             batch = await sub.next(keepalive)

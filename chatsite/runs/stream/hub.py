@@ -2,8 +2,9 @@
 
 Instead of one blocking XREAD per client, one task per event loop issues one XREAD
 BLOCK over all followed streams and fans the entries out to per-client queues. An
-entry is decoded once per process (the stream's `decode`), and every client of that
-stream gets the same object. Each subscriber remembers the last id delivered to it
+entry is decoded once per process (the stream's `decode`, from the reply as Redis
+sends it: redis-py's per-entry parsing into dicts is skipped), and every client of
+that stream gets the same object. Each subscriber remembers the last id delivered to it
 and skips anything at or before it, so the hub may re-read a stream from the oldest
 position any subscriber needs (a late joiner replaying from the start) without ever
 duplicating an entry for anyone. Subscribing wakes the blocked read through a
@@ -25,62 +26,108 @@ log = logging.getLogger(__name__)
 BLOCK_MS = 5000
 READ_COUNT = 1000
 WAKE_TTL_SECONDS = 3600
+IDLE_SWEEP_SECONDS = 0.25
 
 
 class HubError(Exception):
     """The hub lost Redis; followers should end their response so clients reconnect."""
 
 
-def _raw(entry_id: str, fields: dict):
-    return entry_id, fields
+def _raw(entry_id: str, flat: list):
+    return entry_id, dict(zip(flat[::2], flat[1::2]))
+
+
+def _unparsed(response, **options):
+    return response
 
 
 class Subscription:
-    __slots__ = ("key", "last", "queue")
+    """One client's view of one stream: the batches delivered to it since it last took
+    them. Waiting costs no timer: the hub's idle sweep wakes a subscriber whose wait
+    ran past its timeout (within IDLE_SWEEP_SECONDS)."""
+
+    __slots__ = ("key", "last", "_batches", "_waiter", "_error", "deadline")
 
     def __init__(self, key: str, last_id: str):
         self.key = key
         self.last = _id(last_id)
-        self.queue: asyncio.Queue = asyncio.Queue()
+        self._batches: list[list] = []
+        self._waiter: asyncio.Future | None = None
+        self._error: Exception | None = None
+        self.deadline = 0.0
 
-    def deliver(self, items: list, read_from: tuple[int, int]) -> None:
-        """(id tuple, item) pairs read after `read_from`; a subscriber that joined
-        behind that position waits for the next read, which starts from its own last id."""
-        if read_from > self.last:
-            return
+    def deliver(self, read: "Read") -> None:
+        """What one XREAD brought of this stream. A subscriber that joined behind the
+        read's start waits for the next read, which starts from its own last id."""
         last = self.last
-        if items[0][0] > last:
-            fresh = [item for _, item in items]
+        if read.start > last:
+            return
+        if read.first > last:
+            fresh = read.items  # the live edge: the same list for every subscriber
         else:
-            fresh = [item for key, item in items if key > last]
-        if fresh:
-            self.last = items[-1][0]
-            self.queue.put_nowait(fresh)
+            fresh = [item for key, item in read.keyed() if key > last]
+            if not fresh:
+                return
+        self.last = read.last
+        self._batches.append(fresh)
+        self._wake()
+
+    def fail(self, exc: Exception) -> None:
+        self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def expire(self, now: float) -> None:
+        """The idle sweep: wake a wait that has run past its timeout."""
+        if self._waiter is not None and now >= self.deadline:
+            self._wake()
 
     async def next(self, timeout: float):
         """Every item delivered since the last call (at least one batch), or None
-        after `timeout` seconds. Raises HubError.
+        after about `timeout` seconds. Raises HubError.
 
         Batches that piled up while the follower was busy come out as one (one write
-        to the client); no task is made per wait (asyncio.wait_for would make one)."""
-        if self.queue.empty():
+        to the client)."""
+        if not self._batches and self._error is None:
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            self.deadline = loop.time() + timeout
             try:
-                async with asyncio.timeout(timeout):
-                    item = await self.queue.get()
-            except TimeoutError:
-                return None
-        else:
-            item = self.queue.get_nowait()
-        if isinstance(item, Exception):
-            raise item
-        batch = item
-        while not self.queue.empty():
-            more = self.queue.get_nowait()
-            if isinstance(more, Exception):
-                self.queue.put_nowait(more)  # the next call raises it, after these items are sent
-                break
-            batch = batch + more
-        return batch
+                await self._waiter
+            finally:
+                self._waiter = None
+        batches = self._batches
+        if not batches:
+            if self._error is not None:
+                raise self._error
+            return None
+        self._batches = []
+        if len(batches) == 1:
+            return batches[0]
+        return [item for batch in batches for item in batch]
+
+
+class Read:
+    """One stream's entries from one XREAD, decoded once for all its subscribers."""
+
+    __slots__ = ("start", "raw", "items", "first", "last", "_keyed")
+
+    def __init__(self, start: tuple[int, int], raw: list, decode: Callable):
+        self.start = start
+        self.raw = raw
+        self.items = [decode(eid, flat) for eid, flat in raw]
+        self.first, self.last = _id(raw[0][0]), _id(raw[-1][0])
+        self._keyed = None
+
+    def keyed(self) -> list:
+        """(id tuple, item) pairs, for a subscriber part of the way through them."""
+        if self._keyed is None:
+            self._keyed = [(_id(eid), item) for (eid, _), item in zip(self.raw, self.items)]
+        return self._keyed
 
 
 class StreamHub:
@@ -88,17 +135,21 @@ class StreamHub:
         self._subs: dict[str, set[Subscription]] = {}
         self._decoders: dict[str, Callable] = {}
         self._task: asyncio.Task | None = None
+        self._sweeper: asyncio.Task | None = None
         self._client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True, socket_connect_timeout=3)
+        self._client.response_callbacks["XREAD"] = _unparsed
         self._wake_key = redis_keys.hub_wakeup(uuid.uuid4().hex)
         self._wake_last = "0-0"
 
     async def subscribe(self, key: str, last_id: str, *, decode: Callable | None = None) -> Subscription:
-        """Follow `key` after `last_id`. `decode(entry_id, fields)` makes the items
-        `next()` returns (once per entry, shared by all of the key's subscribers);
-        without it they are (entry_id, fields) pairs."""
+        """Follow `key` after `last_id`. `decode(entry_id, flat)` (flat: field, value,
+        ...) makes the items `next()` returns (once per entry, shared by all of the
+        key's subscribers); without it they are (entry_id, fields dict) pairs."""
         sub = Subscription(key, last_id)
         self._subs.setdefault(key, set()).add(sub)
         self._decoders[key] = decode or _raw
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep_idle())
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         else:  # interrupt the blocked XREAD so the new stream is read at once
@@ -127,7 +178,8 @@ class StreamHub:
             await self._client.expire(self._wake_key, WAKE_TTL_SECONDS)
             while self._subs:
                 cursors = self._cursors()
-                result = await self._client.xread(cursors, count=READ_COUNT, block=BLOCK_MS)
+                result = await self._client.execute_command(
+                    "XREAD", "COUNT", READ_COUNT, "BLOCK", BLOCK_MS, "STREAMS", *cursors, *cursors.values())
                 for key, raw in result or ():
                     if key == self._wake_key:
                         self._wake_last = raw[-1][0]
@@ -135,20 +187,28 @@ class StreamHub:
                     subs = self._subs.get(key)
                     if not subs:
                         continue
-                    decode = self._decoders.get(key, _raw)
-                    items = [(_id(eid), decode(eid, fields)) for eid, fields in raw]
-                    read_from = _id(cursors[key])
+                    read = Read(_id(cursors[key]), raw, self._decoders.get(key, _raw))
                     for sub in list(subs):
-                        sub.deliver(items, read_from)
+                        sub.deliver(read)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Redis went away: tell every follower; the next subscribe restarts the hub
             log.warning("stream hub lost Redis: %s", exc)
             for subs in list(self._subs.values()):
                 for sub in subs:
-                    sub.queue.put_nowait(HubError(str(exc)))
+                    sub.fail(HubError(str(exc)))
             self._subs.clear()
             self._decoders.clear()
+
+    async def _sweep_idle(self) -> None:
+        """Wake the subscribers whose wait ran past its timeout (their keep-alive)."""
+        loop = asyncio.get_running_loop()
+        while self._subs:
+            await asyncio.sleep(IDLE_SWEEP_SECONDS)
+            now = loop.time()
+            for subs in list(self._subs.values()):
+                for sub in subs:
+                    sub.expire(now)
 
 
 _hubs: dict[int, StreamHub] = {}
