@@ -1,0 +1,96 @@
+"""What one run costs the platform apart from its tokens: admission (the POST), the
+SSE setup, the claim, the engine hand-off and the finalize, in every process.
+
+    .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--profile] [--tag X]
+
+One-token runs on the fake engine (zero step time), `concurrency` clients each
+posting a message and reading its events to the end, over and over; the stack's
+Redis and Postgres are its own (bench/services.py), so their CPU is the platform's.
+Prints CPU per run by process (web, worker, Redis, Postgres, and the client), and
+with --profile writes py-spy profiles of the web and the worker under bench/out/.
+"""
+import argparse
+import asyncio
+import os
+import subprocess
+import time
+
+from bench import common, report, sse_client
+from bench.arm_platform import Client
+from bench.platform_stack import Stack
+
+CONTENT = "Explain how a for loop walks over a list, and what range returns."
+
+
+async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "") -> dict:
+    with stack.sql() as conn:
+        chats = [row[0] for row in conn.execute(
+            "insert into chats_chat (tenant_id, owner_id, title, pool_id, created_at, updated_at) "
+            "select t.id, u.id, '', p.id, now(), now() from generate_series(1, %s), tenancy_tenant t, auth_user u, "
+            "pools_modelpool p where t.slug = 'demo' and u.username = 'demo' and p.name = %s returning id",
+            (runs + 4 * concurrency, common.POOL)).fetchall()]
+    todo = iter(chats)
+    reqs: list[common.Request] = []
+    async with sse_client.session(limit=0) as http:
+        client = Client(url, key, http)
+
+        async def one_client():
+            for chat in todo:
+                reqs.append(await client.turn(chat, CONTENT, max_tokens=1))
+                if len(reqs) >= runs:
+                    return
+
+        warm = [client.turn(next(todo), CONTENT, max_tokens=1) for _ in range(2 * concurrency)]
+        await asyncio.gather(*warm)
+        spies = []
+        if profile:
+            spies = [subprocess.Popen([str(common.ROOT / ".venv" / "bin" / "py-spy"), "record", "-p", str(pids[name]),
+                                       "-d", "15", "-r", "200", "--nonblocking", "-f", "raw", "-o",
+                                       str(common.OUT / f"profile_per_run{profile}_{name}.txt")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name in ("web", "worker")]
+        meter = common.CpuMeter({**pids, "client": os.getpid()})
+        meter.start()
+        await asyncio.gather(*(one_client() for _ in range(concurrency)))
+        cpu = meter.stop()
+        for spy in spies:
+            spy.wait(60)
+    ok = [r for r in reqs if not r.error]
+    per_run = {k: (1000 * v / len(ok) if v is not None and ok else None) for k, v in cpu["proc_cpu_s"].items()}
+    return {"runs": len(reqs), "ok": len(ok), "errors": [r.error for r in reqs if r.error][:3],
+            "wall_s": cpu["wall_s"], "runs_per_s": len(ok) / cpu["wall_s"], "cpu_ms_per_run": per_run,
+            "platform_ms_per_run": sum(per_run.get(k) or 0 for k in ("web", "worker", "redis", "postgres")),
+            "ttft_p50_ms": common.ms(common.pct([r.ttft for r in ok if r.ttft], 50)),
+            "machine_busy_pct": 100 * cpu["machine_busy_s"] / (cpu["wall_s"] * os.cpu_count())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=400)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--tag", default="")
+    a = ap.parse_args()
+    tag = f"_{a.tag}" if a.tag else ""
+    stack = Stack(db_name="bench_per_run")
+    try:
+        key = stack.seed()
+        web, url = stack.start_web()
+        worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=0.0,
+                                    CHATSITE_WORKER_SLOTS=a.concurrency + 8)
+        pids = {"web": web.pid, "worker": worker.pid, **stack.server_pids()}
+        data = asyncio.run(drive(stack, url, key, a.runs, a.concurrency, pids, tag or "_" if a.profile else ""))
+    finally:
+        stack.stop()
+    common.write_json(f"per_run{tag}.json", data)
+    rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
+    text = (f"{data['ok']} one-token runs ({a.concurrency} clients, fake engine), {data['runs_per_s']:.0f} runs/s, "
+            f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"
+            + report.table(["process", "CPU ms per run"], rows)
+            + f"\nplatform (web + worker + redis + postgres): {data['platform_ms_per_run']:.1f} ms per run"
+            + (f"\nerrors: {data['errors']}" if data["errors"] else ""))
+    (common.OUT / f"per_run{tag}.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
