@@ -18,11 +18,13 @@ def beat_problem(beat: dict, *, max_age: float, need_ready: bool, now: float) ->
         return f"last heartbeat {age:.1f} s ago (more than {max_age:g} s)"
     if need_ready and beat.get("ready") != "1":
         return "the engine is still loading"
+    if need_ready and beat.get("draining") == "1":
+        return "draining (taking no work)"
     return None
 
 
 class Command(BaseCommand):
-    help = ("Exit 0 when a fresh heartbeat says the worker's engine is ready (1 otherwise, with the reason on "
+    help = ("Exit 0 when a fresh heartbeat says the worker's engine is ready and it takes work (1 otherwise, with the reason on "
             "stderr). --worker NAME (Celery's %%h stands for this host, as in `-n flagship@%%h`) or --pool NAME "
             "(any worker of the pool). --live: a fresh heartbeat is enough, loading or not (a liveness probe).")
     requires_system_checks = []  # a probe runs every few seconds: start fast
