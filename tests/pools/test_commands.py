@@ -71,3 +71,28 @@ def test_worker_health_of_a_pool_is_any_ready_worker():
     assert out.getvalue().strip() == "pool wh-pool-b: ready"
     with pytest.raises(CommandError, match="pool wh-none: no live worker"):
         call_command("worker_health", "--pool", "wh-none")
+
+
+def test_point_pool_checks_as_the_admin_does_and_saves_only_without_check(tmp_path):
+    pool = PoolFactory(name="pp-pool")
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text(json.dumps({"max_position_embeddings": 4096}))
+    out = io.StringIO()
+    call_command("point_pool", "--pool", "pp-pool", "--model", str(weights), "--device", "gpu", "--context-length",
+                 "4096", "--engine-args", '{"dtype": "bfloat16"}', "--check", stdout=out)
+    assert "pp-pool.device: 'cpu' -> 'gpu'" in out.getvalue() and "nothing saved" in out.getvalue()
+    pool.refresh_from_db()
+    assert pool.device == "cpu"
+    call_command("point_pool", "--pool", "pp-pool", "--model", str(weights), "--device", "gpu", "--context-length",
+                 "4096", "--engine-args", '{"dtype": "bfloat16"}', stdout=io.StringIO())
+    pool.refresh_from_db()
+    assert (pool.model, pool.device, pool.context_length, pool.engine_args) == (
+        str(weights), "gpu", 4096, {"dtype": "bfloat16"})
+    with pytest.raises(CommandError, match="context_length: context length 8192 is longer than the model's"):
+        call_command("point_pool", "--pool", "pp-pool", "--model", str(weights), "--context-length", "8192")
+    with pytest.raises(CommandError, match="tensor_parallel_size 2 needs distributed_executor_backend 'mp'"):
+        call_command("point_pool", "--pool", "pp-pool", "--model", str(weights), "--engine-args",
+                     '{"tensor_parallel_size": 2}')
+    with pytest.raises(CommandError, match="no pool named 'nope'"):
+        call_command("point_pool", "--pool", "nope", "--model", str(weights))
