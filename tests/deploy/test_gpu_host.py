@@ -29,7 +29,7 @@ def test_dry_run_checks_everything_but_the_gpu_and_changes_nothing(stack_env):
     assert "skipped: asking the package index for vllm 0.32.0 (--offline)" in out
     assert "ok: config.json" in out and "safetensors file(s)" in out
     assert "KV capacity:" in out  # kv_plan's figures for the weights
-    assert f"flagship.device: 'cpu' -> 'gpu'" in out and "(--check: nothing saved)" in out
+    assert "flagship.device: 'cpu' -> 'gpu'" in out and "(--check: nothing saved)" in out
     assert "bench.compare imports" in out and "end-to-end test(s) collect" in out
     assert "skipped: --dry-run (starts no engine)" in out
     pool.refresh_from_db()

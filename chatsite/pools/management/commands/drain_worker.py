@@ -31,7 +31,11 @@ class Command(BaseCommand):
         if not replies:
             self.stderr.write(f"{name} did not answer the drain (not running?); nothing to wait for")
             return
-        self.stderr.write(f"{name}: {next(iter(replies[0].values()))}")
+        answer = next(iter(replies[0].values()))
+        if "ok" not in answer:
+            self.stderr.write(f"{name}: {answer.get('error', answer)}; nothing to wait for")
+            return
+        self.stderr.write(f"{name}: {answer['ok']}")
         started, end = time.monotonic(), time.monotonic() + deadline + HAND_BACK_SECONDS
         while time.monotonic() < end:
             beat = get_redis().hgetall(redis_keys.worker_heartbeat(name))

@@ -21,9 +21,9 @@ class Command(BaseCommand):
     help = "List the model pools and the live workers of each (from their heartbeats)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--json", action="store_true", help="one JSON document, for scripts")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="one JSON document, for scripts")
 
-    def handle(self, *args, json: bool = False, **opts):
+    def handle(self, *args, as_json: bool = False, **opts):
         workers, now = live_workers(), time.time()
         pools = []
         for pool in ModelPool.objects.order_by("name"):
@@ -33,8 +33,8 @@ class Command(BaseCommand):
                 "max_replicas": pool.max_replicas, "recommended_replicas": pool.recommended_replicas,
                 "workers": [_worker_row(n, b, now) for n, b in sorted(pool_workers(pool.name, workers).items())],
             })
-        if json:
-            self.stdout.write(_dumps(pools))
+        if as_json:
+            self.stdout.write(json.dumps(pools, indent=2))
             return
         for p in pools:
             ready = sum(1 for w in p["workers"] if w["ready"] and not w["draining"])
@@ -49,6 +49,3 @@ class Command(BaseCommand):
                                   f"KV {w['kv_cache_usage']:.0%}, {w['tokens_per_second']:.1f} tok/s, "
                                   f"beat {w['seconds_since_beat']:.1f} s ago")
 
-
-def _dumps(value) -> str:
-    return json.dumps(value, indent=2)
