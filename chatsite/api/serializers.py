@@ -62,7 +62,8 @@ class RunSerializer(serializers.ModelSerializer):
             "ttft_ms": run.ttft_ms, "itl_ms": None if run.itl_ms is None else float(run.itl_ms),
             "tokens_per_second": self.get_tokens_per_second(run), "prompt_tokens": run.prompt_tokens,
             "completion_tokens": run.completion_tokens, "finish_reason": run.finish_reason, "error": run.error,
-            "waiting_for_worker": self.get_waiting_for_worker(run), "events_url": self.get_events_url(run), "cancel_url": self.get_cancel_url(run),
+            "waiting_for_worker": self.get_waiting_for_worker(run), "events_url": self.get_events_url(run),
+            "cancel_url": self.get_cancel_url(run),
         }
 
     @extend_schema_field(serializers.CharField(

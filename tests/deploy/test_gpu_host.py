@@ -38,8 +38,8 @@ def test_dry_run_checks_everything_but_the_gpu_and_changes_nothing(stack_env):
 
 def test_bad_weights_and_a_missing_pool_fail_by_name(stack_env, tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    done = _script(stack_env, "--dry-run", "--offline", "--weights", str(tmp_path), "--pool", "no-such-pool", "--skip-bench",
-                   "--skip-e2e")
+    done = _script(stack_env, "--dry-run", "--offline", "--weights", str(tmp_path), "--pool", "no-such-pool",
+                   "--skip-bench", "--skip-e2e")
     assert done.returncode == 1
     assert f"FAILED: {tmp_path}/tokenizer_config.json is missing" in done.stderr
     assert f"FAILED: no *.safetensors in {tmp_path}" in done.stderr

@@ -144,7 +144,8 @@ def test_every_worker_has_a_disruption_budget_and_an_autoscaler_on_metrics_that_
         assert [b for b in budgets.values() if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
                 and b["spec"].get("maxUnavailable") == 1], name
         spec = scaled[name]["spec"]
-        assert 0 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] and d["spec"]["replicas"] == spec["minReplicaCount"]
+        assert 0 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+        assert d["spec"]["replicas"] == spec["minReplicaCount"]
         queries = [t["metadata"]["query"] for t in spec["triggers"] if t["type"] == "prometheus"]
         assert f'max(chatsite_pool_recommended_replicas{{pool="{pool}"}})' in queries
         for query in queries:
@@ -166,7 +167,8 @@ def test_cuda_workers_ask_for_one_gpu_per_tensor_parallel_rank(variant):
         shm = next(v for v in d["spec"]["template"]["spec"]["volumes"] if v["name"] == "shm")
         assert shm["emptyDir"]["medium"] == "Memory"
     if kind == "gpu":
-        assert {d["metadata"]["annotations"]["chatsite.dev/tensor-parallel-size"] for d in workers(docs).values()} >= {"2"}
+        sizes = {d["metadata"]["annotations"]["chatsite.dev/tensor-parallel-size"] for d in workers(docs).values()}
+        assert "2" in sizes  # the tensor-parallel example
 
 
 def test_pods_run_as_a_user_and_read_what_exists(variant):

@@ -22,7 +22,8 @@ def test_set_quota_writes_the_limits_and_keeps_those_not_given(tenant):
     assert out == f"{tenant.slug}: token_budget 5000 per day, max_concurrent_runs unlimited, requests_per_minute 60"
     set_quota("--tenant", tenant.slug, "--max-concurrent-runs", "2")
     quota = TenantQuota.objects.get(tenant=tenant)
-    assert (quota.token_budget, quota.period, quota.max_concurrent_runs, quota.requests_per_minute) == (5000, "day", 2, 60)
+    limits = (quota.token_budget, quota.period, quota.max_concurrent_runs, quota.requests_per_minute)
+    assert limits == (5000, "day", 2, 60)
     set_quota("--tenant", tenant.slug, "--token-budget", "none")
     assert TenantQuota.objects.get(tenant=tenant).token_budget is None
 

@@ -38,8 +38,8 @@ class Command(BaseCommand):
             return
         for p in pools:
             ready = sum(1 for w in p["workers"] if w["ready"] and not w["draining"])
-            flags = ", ".join(f for f, on in (("disabled", not p["enabled"]), ("queues when cold", p["queue_when_cold"]))
-                              if on)
+            flags = ", ".join(f for f, on in (("disabled", not p["enabled"]),
+                                              ("queues when cold", p["queue_when_cold"])) if on)
             self.stdout.write(f"{p['pool']} ({p['device']}{', ' + flags if flags else ''}): {len(p['workers'])} live, "
                               f"{ready} ready; replicas {p['min_replicas']}..{p['max_replicas']}, recommended "
                               f"{p['recommended_replicas'] if p['recommended_replicas'] is not None else '-'}")
