@@ -25,8 +25,8 @@ def beat_problem(beat: dict, *, max_age: float, need_ready: bool, now: float) ->
 
 class Command(BaseCommand):
     help = ("Exit 0 when a fresh heartbeat says the worker's engine is ready and it takes work (1 otherwise, "
-            "with the reason on stderr). --worker NAME (Celery's %%h stands for this host, as in "
-            "`-n flagship@%%h`) or --pool NAME (any worker of the pool). --live: a fresh heartbeat is enough, "
+            "with the reason on stderr). --worker NAME (Celery's %h stands for this host, as in "
+            "`-n flagship@%h`) or --pool NAME (any worker of the pool). --live: a fresh heartbeat is enough, "
             "loading or not (a liveness probe).")
     requires_system_checks = []  # a probe runs every few seconds: start fast
 
