@@ -33,6 +33,9 @@ class Conflict(ServiceError):
 
 
 class ModelUnavailable(ServiceError):
+    """No worker serves the model right now (none has sent a heartbeat for a few
+    seconds): retry after `retry_after` seconds, or use another model."""
+
     status = 503
     code = "model_unavailable"
 

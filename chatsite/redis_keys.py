@@ -28,6 +28,12 @@ def workers_index() -> str:
     return "workers"
 
 
+def pool_workers_index(pool: str) -> str:
+    """Sorted set of one pool's workers that take work (not draining), scored by their last heartbeat
+    time: one ZCOUNT tells admission whether the pool has a live worker."""
+    return f"pool:{pool}:workers"
+
+
 def chat_affinity(chat_id: int) -> str:
     """The worker that served a chat's last turn (its prefix cache is warm there)."""
     return f"chat:{chat_id}:worker"

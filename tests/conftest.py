@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import connection
 
 from tests import stack
-from tests.factories import PASSWORD, ChatFactory, PoolFactory, TenantFactory, UserFactory
+from tests.factories import PASSWORD, ChatFactory, PoolFactory, TenantFactory, UserFactory, queueing_pool
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -59,7 +59,9 @@ def user(tenant):
 
 @pytest.fixture
 def pool(db):
-    return PoolFactory(name="flagship")
+    """The flagship pool, marked to queue while no worker is live: tests that admit runs
+    in-process have no worker (the live stack's `fake_workers` are real ones, beating)."""
+    return queueing_pool("flagship")
 
 
 @pytest.fixture

@@ -45,6 +45,16 @@ class PoolFactory(factory.django.DjangoModelFactory):
     default_sampling = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 40}
 
 
+def queueing_pool(name: str, **fields) -> ModelPool:
+    """A pool that queues runs while it has no live worker (`queue_when_cold`), for tests
+    that admit runs with no worker running; an existing row of that name is marked too."""
+    pool = PoolFactory(name=name, **fields)
+    if not pool.queue_when_cold:
+        pool.queue_when_cold = True
+        pool.save(update_fields=["queue_when_cold"])
+    return pool
+
+
 class ChatFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Chat

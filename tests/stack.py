@@ -101,12 +101,28 @@ def start_web(env: dict) -> tuple[Proc, str]:
 
 def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=()) -> Proc:
     env = {"DATABASE_POOL_MAX": "8", **env}  # workers run with a connection pool, as scripts/run.sh starts them
+    started = time.time()
     proc = Proc(f"worker-{name}", [sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
                                    "-n", f"{name}@%h", "-l", "info", "--without-gossip", "--without-mingle",
                                    *extra_args], env)
     proc.wait_for_log(f"{name}@", timeout=timeout)
     proc.wait_for_log("ready.", timeout=timeout)
+    wait_for_heartbeat(proc, env["REDIS_URL"], f"{name}@{socket.gethostname()}", since=started, timeout=timeout)
     return proc
+
+
+def wait_for_heartbeat(proc: Proc, redis_url: str, worker: str, *, since: float, timeout: float) -> None:
+    """Until the worker's first heartbeat after `since` (epoch seconds) landed in the Redis
+    at `redis_url`: admission refuses (503) a pool with no live worker."""
+    import redis
+
+    from chatsite import redis_keys
+
+    client, end = redis.Redis.from_url(redis_url), time.monotonic() + timeout
+    while float(client.hget(redis_keys.worker_heartbeat(worker), "ts") or 0) < since:
+        if time.monotonic() > end or proc.popen.poll() is not None:
+            raise TimeoutError(f"{worker}: no heartbeat after {timeout} s:\n{proc.log_text()[-3000:]}")
+        time.sleep(0.1)
 
 
 def start_beat(env: dict, *, sweep_seconds: float = 1.0) -> Proc:

@@ -5,6 +5,7 @@ from rest_framework import serializers
 from chatsite.chats.models import Chat, Message
 from chatsite.runs.access import events_token
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.availability import run_waiting_for_worker
 
 
 RUN_FIELD_HELP = {
@@ -38,13 +39,14 @@ class RunSerializer(serializers.ModelSerializer):
     events_url = serializers.SerializerMethodField()
     cancel_url = serializers.SerializerMethodField()
     tokens_per_second = serializers.SerializerMethodField()
+    waiting_for_worker = serializers.SerializerMethodField()
 
     class Meta:
         model = GenerationRun
         fields = ["id", "chat", "status", "model", "priority", "attempt", "user_message", "assistant_message",
                   "max_tokens", "seed", "sampling", "queued_at", "started_at", "first_token_at", "finished_at",
                   "ttft_ms", "itl_ms", "tokens_per_second", "prompt_tokens", "completion_tokens",
-                  "finish_reason", "error", "events_url", "cancel_url"]
+                  "finish_reason", "error", "waiting_for_worker", "events_url", "cancel_url"]
         extra_kwargs = {name: {"help_text": text} for name, text in RUN_FIELD_HELP.items()}
 
     def to_representation(self, run):
@@ -60,7 +62,8 @@ class RunSerializer(serializers.ModelSerializer):
             "ttft_ms": run.ttft_ms, "itl_ms": None if run.itl_ms is None else float(run.itl_ms),
             "tokens_per_second": self.get_tokens_per_second(run), "prompt_tokens": run.prompt_tokens,
             "completion_tokens": run.completion_tokens, "finish_reason": run.finish_reason, "error": run.error,
-            "events_url": self.get_events_url(run), "cancel_url": self.get_cancel_url(run),
+            "waiting_for_worker": self.get_waiting_for_worker(run), "events_url": self.get_events_url(run),
+            "cancel_url": self.get_cancel_url(run),
         }
 
     @extend_schema_field(serializers.CharField(
@@ -73,6 +76,12 @@ class RunSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField(help_text="POST to it to stop the run."))
     def get_cancel_url(self, run) -> str:
         return f"/api/runs/{run.pk}/cancel"
+
+    @extend_schema_field(serializers.BooleanField(
+        help_text="True while the run is queued and no worker of its model is up yet (the model is starting from "
+                  "zero); it starts when one is."))
+    def get_waiting_for_worker(self, run) -> bool:
+        return run_waiting_for_worker(run)
 
     @extend_schema_field(serializers.FloatField(allow_null=True, help_text="Decode speed after the first token."))
     def get_tokens_per_second(self, run):

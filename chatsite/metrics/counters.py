@@ -26,6 +26,11 @@ def count_shed(pool: str) -> None:
     _incr("shed", pool)
 
 
+def count_unavailable(pool: str) -> None:
+    """A request refused because no worker of the pool is live (503 model_unavailable)."""
+    _incr("unavailable", pool)
+
+
 def observe_latency(name: str, pool: str, value_ms: float) -> None:
     """Add one observation to a pool's histogram (buckets are not cumulative here)."""
     bucket = next((str(b) for b in LATENCY_BUCKETS_MS if value_ms <= b), "+Inf")

@@ -3,7 +3,8 @@ from collections.abc import Iterator
 
 import redis
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Min
+from django.utils import timezone
 
 from chatsite.metrics.counters import LATENCY_BUCKETS_MS, read_counter, read_histogram
 from chatsite.pools.health import live_workers
@@ -64,8 +65,46 @@ def _histograms(pools) -> Iterator[str]:
             yield f"{metric}_count{_labels(pool=pool.name)} {int(data.get('count', 0))}"
 
 
-def _workers() -> Iterator[str]:
-    workers = live_workers()
+def _queue_age(pools) -> Iterator[str]:
+    yield from _meta("chatsite_queue_oldest_seconds", "gauge",
+                     "seconds the oldest queued run of a pool has waited (0: none waits)")
+    rows = (GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, pool__in=pools)
+            .values("pool__name").annotate(oldest=Min("queued_at")).order_by())
+    oldest = {row["pool__name"]: row["oldest"] for row in rows}
+    now = timezone.now()
+    for pool in pools:
+        age = (now - oldest[pool.name]).total_seconds() if pool.name in oldest else 0.0
+        yield f"chatsite_queue_oldest_seconds{_labels(pool=pool.name)} {max(age, 0.0):.3f}"
+
+
+POOL_SETTINGS = {  # gauge -> (help, the pool's value); alert rules compare live figures with these
+    "ttft_slo_seconds": ("the pool's time-to-first-token p95 objective", lambda p: p.ttft_slo_ms / 1000),
+    "max_queue_wait_seconds": ("the longest expected queue wait the pool admits", lambda p: p.max_queue_wait_seconds),
+    "min_replicas": ("the fewest workers the pool should run", lambda p: p.min_replicas),
+    "max_replicas": ("the most workers the pool may run", lambda p: p.max_replicas),
+    "queue_when_cold": ("1 when the pool queues runs while it has no live worker", lambda p: int(p.queue_when_cold)),
+}
+
+
+def _pools(pools, workers: dict) -> Iterator[str]:
+    for name, (help_text, value) in POOL_SETTINGS.items():
+        yield from _meta(f"chatsite_pool_{name}", "gauge", help_text)
+        for pool in pools:
+            yield f"chatsite_pool_{name}{_labels(pool=pool.name)} {value(pool)}"
+    counts = {"live_workers": ("workers heard from in the last few seconds that take work (not draining)",
+                               lambda b: b.get("draining") != "1"),
+              "ready_workers": ("workers whose engine is ready and that are not draining",
+                                lambda b: b.get("ready") == "1" and b.get("draining") != "1"),
+              "draining_workers": ("workers draining (finishing their runs, taking none)",
+                                   lambda b: b.get("draining") == "1")}
+    for name, (help_text, counted) in counts.items():
+        yield from _meta(f"chatsite_pool_{name}", "gauge", help_text)
+        for pool in pools:
+            n = sum(1 for b in workers.values() if b.get("pool") == pool.name and counted(b))
+            yield f"chatsite_pool_{name}{_labels(pool=pool.name)} {n}"
+
+
+def _workers(workers: dict) -> Iterator[str]:
     for field, help_text in WORKER_GAUGES.items():
         metric = f"chatsite_worker_{field}"
         yield from _meta(metric, "gauge", help_text)
@@ -80,6 +119,9 @@ def _counters(pools) -> Iterator[str]:
     yield from _meta("chatsite_shed_total", "counter", "requests shed because a pool's queue was too long")
     for pool, n in sorted(read_counter("shed").items()):
         yield f"chatsite_shed_total{_labels(pool=pool)} {int(n)}"
+    yield from _meta("chatsite_unavailable_total", "counter", "requests refused because no worker of a pool was live")
+    for pool, n in sorted(read_counter("unavailable").items()):
+        yield f"chatsite_unavailable_total{_labels(pool=pool)} {int(n)}"
     yield from _meta("chatsite_pool_recommended_replicas", "gauge", "the scale recommendation per pool")
     for pool in pools:
         if pool.recommended_replicas is not None:
@@ -88,5 +130,7 @@ def _counters(pools) -> Iterator[str]:
 
 def render() -> str:
     pools = list(ModelPool.objects.filter(enabled=True))
-    lines = [*_queue_depths(pools), *_runs(pools), *_histograms(pools), *_workers(), *_counters(pools)]
+    workers = live_workers()
+    lines = [*_queue_depths(pools), *_queue_age(pools), *_runs(pools), *_histograms(pools), *_pools(pools, workers),
+             *_workers(workers), *_counters(pools)]
     return "\n".join(lines) + "\n"

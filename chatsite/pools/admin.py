@@ -28,7 +28,7 @@ class ModelPoolAdmin(admin.ModelAdmin):
         ("Quality gate", {"fields": ["base_pool", "gate_max_ppl_increase", "gate_min_exact_match", "gate",
                                      "gate_checked_at", "gate_report_shown"]}),
         ("KV capacity", {"fields": ["kv_capacity_plan"]}),
-        ("Load and scaling", {"fields": ["max_queued_runs", "max_queue_wait_seconds", "ttft_slo_ms", "min_replicas",
+        ("Load and scaling", {"fields": ["queue_when_cold", "max_queued_runs", "max_queue_wait_seconds", "ttft_slo_ms", "min_replicas",
                                          "max_replicas", "replica_warmup_seconds"]}),
     ]
 

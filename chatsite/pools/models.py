@@ -29,6 +29,9 @@ class ModelPool(models.Model):
     max_queued_runs = models.PositiveIntegerField(default=500, help_text="Refuse new runs (503) past this many queued.")
     max_queue_wait_seconds = models.PositiveIntegerField(
         default=60, help_text="Refuse new runs (503 + Retry-After) when the expected queue wait is longer.")
+    queue_when_cold = models.BooleanField(
+        default=False, help_text="With no live worker, queue new runs while a worker starts (scale from zero) "
+                                 "instead of refusing them with 503 model_unavailable.")
     ttft_slo_ms = models.PositiveIntegerField(default=2000, help_text="Time-to-first-token p95 objective.")
     min_replicas = models.PositiveIntegerField(default=1)
     max_replicas = models.PositiveIntegerField(default=8)

@@ -142,6 +142,8 @@
     follow(live) {
       this.completionTokens = live ? live.have : 0;
       this.body.classList.toggle("pending", !this.text);
+      // A model starting from zero: say why nothing comes yet (the first token replaces it).
+      if (this.run.waiting_for_worker && !this.text) this.body.textContent = "Waiting for a worker of " + this.run.model + " to start…";
       this.body.classList.add("streaming");
       this.el.setAttribute("aria-busy", "true");
       this.hooks.onActive(this, true);

@@ -9,7 +9,7 @@ from chatsite.runs.services import run_submit
 from chatsite.tenancy.models import ApiKey
 from chatsite.tenancy.services import MAX_LIVE_KEYS_PER_USER, api_key_create
 from tests.api.helpers import assert_error, key_client
-from tests.factories import ChatFactory, PoolFactory
+from tests.factories import ChatFactory, queueing_pool
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +72,7 @@ def _finished_run(chat, prompt, completion, **kwargs):
 
 
 def test_usage_sums_this_months_runs_of_the_tenant_per_model(api_key, tenant, user, pool):
-    small = PoolFactory(name="small")
+    small = queueing_pool("small")  # no worker runs here: admitted runs stay queued
     _finished_run(ChatFactory(tenant=tenant, owner=user, pool=pool), 10, 20)
     _finished_run(ChatFactory(tenant=tenant, owner=user, pool=pool), 1, 2)
     _finished_run(ChatFactory(tenant=tenant, owner=user, pool=small), 100, 200)

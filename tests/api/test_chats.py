@@ -4,7 +4,7 @@ import pytest
 from chatsite.runs.access import token_grants
 from chatsite.runs.models import GenerationRun
 from tests.api.helpers import assert_error, key_client, row_counts
-from tests.factories import ChatFactory, PoolFactory
+from tests.factories import ChatFactory, PoolFactory, queueing_pool
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +71,7 @@ def test_post_message_returns_202_with_the_run(client, chat):
 
 
 def test_model_on_a_message_answers_that_turn_only(client, chat):
-    PoolFactory(name="small")
+    queueing_pool("small")  # no worker runs here: its runs stay queued
     resp = client.post(f"/api/chats/{chat.pk}/messages/", {"content": "Hi", "model": "small"},
                        content_type="application/json")
     assert resp.status_code == 202, resp.content

@@ -4,13 +4,13 @@ import pytest
 from chatsite.errors import Overloaded
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_submit
-from tests.factories import ChatFactory, PoolFactory
+from tests.factories import ChatFactory, queueing_pool
 
 pytestmark = pytest.mark.django_db
 
 
 def test_pool_over_its_queue_limit_refuses_with_retry_after(tenant, user):
-    pool = PoolFactory(name="tiny-queue", max_queued_runs=2)
+    pool = queueing_pool("tiny-queue", max_queued_runs=2)  # no worker: its runs stay queued
     chats = [ChatFactory(tenant=tenant, owner=user, pool=pool) for _ in range(3)]
     run_submit(chat=chats[0], content="one")
     run_submit(chat=chats[1], content="two")  # nothing consumes this pool: both stay queued
@@ -26,7 +26,7 @@ def test_expected_wait_over_the_limit_is_shed(tenant, user):
 
     from django.utils import timezone
 
-    pool = PoolFactory(name="slow-pool", max_queued_runs=100, max_queue_wait_seconds=5)
+    pool = queueing_pool("slow-pool", max_queued_runs=100, max_queue_wait_seconds=5)
     chats = [ChatFactory(tenant=tenant, owner=user, pool=pool) for _ in range(5)]
     done = run_submit(chat=chats[0], content="finished one")
     GenerationRun.objects.filter(pk=done.pk).update(status="completed", finished_at=timezone.now() - timedelta(seconds=5))
@@ -38,7 +38,7 @@ def test_expected_wait_over_the_limit_is_shed(tenant, user):
 
 
 def test_http_answer_is_503_with_retry_after(client, tenant, user):
-    pool = PoolFactory(name="full-pool", max_queued_runs=1)
+    pool = queueing_pool("full-pool", max_queued_runs=1)
     a, b = ChatFactory(tenant=tenant, owner=user, pool=pool), ChatFactory(tenant=tenant, owner=user, pool=pool)
     client.force_login(user)
     assert client.post(f"/api/chats/{a.pk}/messages/", {"content": "hi"}, content_type="application/json").status_code == 202

@@ -117,9 +117,9 @@ def test_a_repeated_entry_from_a_retried_write_reaches_no_client_twice(live_url,
     """A pipeline retried after a lost reply may append an entry twice; SSE skips it by seq,
     from the start and on resume."""
     from chatsite.runs.services import run_submit
-    from tests.factories import ChatFactory, PoolFactory
+    from tests.factories import ChatFactory, queueing_pool
 
-    idle_pool = PoolFactory(name="no-worker-pool")  # no worker consumes it: we write the stream by hand
+    idle_pool = queueing_pool("no-worker-pool")  # no worker consumes it: we write the stream by hand
     run = run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=idle_pool), content="hi")
     key, r = redis_keys.run_stream(run.pk), get_redis()
     for seq, text in [(0, "Hel"), (1, "lo"), (1, "lo"), (2, " wor"), (2, " wor"), (3, "ld")]:

@@ -10,6 +10,7 @@ from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_r
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
+from chatsite.runs.services.availability import refuse_if_no_worker
 from chatsite.runs.services.finalize import run_finalize
 from chatsite.runs.services.shedding import shed_if_overloaded
 from chatsite.runs.stream import log as stream_log
@@ -28,7 +29,8 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
     `model` answers this one message with another pool than the chat's own.
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
-    model's context), ModelUnavailable, and Conflict while a reply is still being
+    model's context), ModelUnavailable (503) when no worker of the pool is live and it does
+    not queue when cold, and Conflict while a reply is still being
     generated in the chat; RateLimited (429) for the tenant's own limits and
     Overloaded (503) when the pool sheds load, both with a retry_after."""
     if idempotency_key:
@@ -51,6 +53,7 @@ def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=
             f"the message is {tokens} tokens, but model {pool.name!r} has room for {max(room, 0)} prompt tokens "
             f"when replying with up to {sampling.max_tokens} tokens; shorten it or ask for fewer max_tokens",
             field="content", code="context_length_exceeded")
+    refuse_if_no_worker(pool)
     shed_if_overloaded(pool)
     try:
         quota = quota_for(chat.tenant)
