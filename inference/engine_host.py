@@ -1,9 +1,10 @@
 """The engine host: one engine backend on one asyncio loop thread, many requests.
 
-Callers on any thread `submit()` requests and `abort()` them by id. Every output
-the backend produces is collected per loop iteration, so all requests' new text
-of one engine step reaches `on_step` in a single call; the sink (workers/) turns
-that into one pipelined Redis round trip.
+Callers on any thread `submit()` requests and `abort()` them by id. A backend pushes
+each request's output to the host as the engine produces it (no task per request);
+everything pushed in one loop iteration, i.e. one engine step of all requests,
+reaches `on_step` in a single call, which the sink (workers/) turns into one Redis
+round trip.
 """
 import asyncio
 import logging
@@ -16,6 +17,8 @@ from inference.types import Chunk, EngineStats, GenerationRequest, StepDelta
 
 log = logging.getLogger(__name__)
 
+Emit = Callable[[Chunk], None]
+
 
 class EngineBackend(Protocol):
     """What the host needs from an engine (vLLM, or the fake one for tests)."""
@@ -24,8 +27,10 @@ class EngineBackend(Protocol):
 
     async def start(self) -> None: ...
 
-    def stream(self, request: GenerationRequest):  # -> AsyncIterator[Chunk]
-        ...
+    async def add(self, request: GenerationRequest, emit: Emit) -> None:
+        """Start generating; `emit(chunk)` is then called on the loop thread for every
+        output of the request, the last one with `finished` set (reason "abort" after
+        an abort, `error` when the engine failed it). Raises if the request is refused."""
 
     async def abort(self, request_id: str) -> None: ...
 
@@ -44,7 +49,7 @@ class EngineHost:
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-loop", daemon=True)
         self._pending: list[StepDelta] = []
         self._flush_scheduled = False
-        self._tasks: dict[str, asyncio.Task] = {}
+        self._active: set[str] = set()
         self._tokenizer_lock = threading.Lock()
         self.ready = False
 
@@ -77,7 +82,7 @@ class EngineHost:
 
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; its output arrives at `on_step`, ending with a finished delta."""
-        self._loop.call_soon_threadsafe(self._spawn, request)
+        self._loop.call_soon_threadsafe(self._add, request)
 
     def abort(self, request_id: str) -> None:
         """Abort a request (its KV blocks are freed); a finished delta with reason 'abort' follows."""
@@ -90,35 +95,39 @@ class EngineHost:
 
     @property
     def num_active(self) -> int:
-        return len(self._tasks)
+        return len(self._active)
 
     # --- the loop thread ---------------------------------------------------
-    def _spawn(self, request: GenerationRequest) -> None:
-        self._tasks[request.request_id] = self._loop.create_task(self._consume(request))
+    def _add(self, request: GenerationRequest) -> None:
+        self._active.add(request.request_id)
+        self._loop.create_task(self._start_request(request))
 
-    async def _consume(self, request: GenerationRequest) -> None:
+    async def _start_request(self, request: GenerationRequest) -> None:
         rid = request.request_id
+        emit = self._emitter(rid)
         try:
-            async for chunk in self._backend.stream(request):
-                self._emit(_delta(rid, chunk))
-                if chunk.finished:
-                    return
-            self._emit(StepDelta(rid, "", 0, finished=True, finish_reason="abort"))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the engine failed this request: the sink writes an error entry
-            log.exception("request %s failed in the engine", rid)
-            self._emit(StepDelta(rid, "", 0, finished=True, error=f"{type(exc).__name__}: {exc}"))
-        finally:
-            self._tasks.pop(rid, None)
+            await self._backend.add(request, emit)
+        except Exception as exc:  # refused by the engine: the sink writes an error entry
+            log.exception("request %s was refused by the engine", rid)
+            emit(Chunk("", 0, finished=True, error=f"{type(exc).__name__}: {exc}"))
 
-    def _emit(self, delta: StepDelta) -> None:
-        # Outputs of one engine step wake their consumers in the same loop
-        # iteration; flushing on the next one hands the whole step over at once.
-        self._pending.append(delta)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+    def _emitter(self, rid: str) -> Emit:
+        active = self._active
+
+        def emit(chunk: Chunk) -> None:
+            if rid not in active:
+                return  # it ended already; nothing more goes to the sink
+            if chunk.finished:
+                active.discard(rid)
+            self._pending.append(StepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished, chunk.finish_reason,
+                                           chunk.num_prompt_tokens, chunk.error))
+            # Outputs of one engine step arrive in the same loop iteration; flushing on
+            # the next one hands the whole step over at once.
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+
+        return emit
 
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
@@ -127,8 +136,3 @@ class EngineHost:
             self._on_step(batch)
         except Exception:
             log.exception("step sink failed")
-
-
-def _delta(request_id: str, chunk: Chunk) -> StepDelta:
-    return StepDelta(request_id, chunk.text, chunk.num_tokens, chunk.finished,
-                     chunk.finish_reason, chunk.num_prompt_tokens)

@@ -2,7 +2,7 @@
 
 The reply is a pure function of (prompt token ids, seed, max_tokens): a
 sequence of words from a fixed vocabulary, one token per word, emitted at a
-chosen pace. A prompt containing FAIL_MARKER raises mid-stream, to test the
+chosen pace. A prompt containing FAIL_MARKER fails mid-stream, to test the
 path of an engine error.
 """
 import asyncio
@@ -35,13 +35,27 @@ class CharTokenizer:
                         if 1 <= i >> 24 <= 3 and (i & 0xFFFFFF) < 1 << (8 * (i >> 24))).decode(errors="replace")
 
 
+class _Active:
+    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason")
+
+    def __init__(self, words, emit, fail_at, prompt_tokens, reason):
+        self.words, self.emit, self.fail_at, self.prompt_tokens, self.reason = words, emit, fail_at, prompt_tokens, reason
+        self.next = 0
+
+
 class FakeBackend:
+    """One step loop for all requests, as an engine steps its whole batch: every step
+    each active request gets its next word (one token). It costs next to nothing per
+    token, so what a benchmark measures around it is the platform's own cost.
+    `step_seconds` paces the steps (0: as fast as the loop turns)."""
+
     def __init__(self, *, step_seconds: float = 0.01, startup_seconds: float = 0.0):
         self.tokenizer = CharTokenizer()
         self.step_seconds = step_seconds
         self.startup_seconds = startup_seconds
+        self._active: dict[str, _Active] = {}
         self._aborted: set[str] = set()
-        self._running = 0
+        self._stepper: asyncio.Task | None = None
         self._generated = 0
 
     async def start(self) -> None:
@@ -54,31 +68,42 @@ class FakeBackend:
         words = [rng.choice(_WORDS) for _ in range(length)]
         return [("" if i == 0 else " ") + w for i, w in enumerate(words)]
 
-    async def stream(self, request: GenerationRequest):
+    async def add(self, request: GenerationRequest, emit) -> None:
         words = self.reply_words(request)
-        fail = FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids)
-        self._running += 1
-        try:
-            for i, word in enumerate(words):
-                await asyncio.sleep(self.step_seconds)
-                if request.request_id in self._aborted:
-                    yield Chunk("", 0, True, "abort", len(request.prompt_token_ids))
-                    return
-                if fail and i == len(words) // 2:
-                    raise RuntimeError("injected engine failure")
+        fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
+        reason = "length" if len(words) == request.max_tokens else "stop"
+        self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason)
+        if self._stepper is None or self._stepper.done():
+            self._stepper = asyncio.get_running_loop().create_task(self._steps())
+
+    async def _steps(self) -> None:
+        while self._active:
+            await asyncio.sleep(self.step_seconds)
+            for rid, req in list(self._active.items()):
+                if rid in self._aborted:
+                    self._aborted.discard(rid)
+                    del self._active[rid]
+                    req.emit(Chunk("", 0, True, "abort", req.prompt_tokens))
+                    continue
+                i = req.next
+                if i == req.fail_at:
+                    del self._active[rid]
+                    req.emit(Chunk("", 0, True, error="RuntimeError: injected engine failure"))
+                    continue
+                req.next = i + 1
                 self._generated += 1
-                last = i == len(words) - 1
-                reason = ("length" if len(words) == request.max_tokens else "stop") if last else None
-                yield Chunk(word, 1, last, reason, len(request.prompt_token_ids))
-        finally:
-            self._running -= 1
-            self._aborted.discard(request.request_id)
+                last = req.next == len(req.words)
+                if last:
+                    del self._active[rid]
+                req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens))
 
     async def abort(self, request_id: str) -> None:
-        self._aborted.add(request_id)
+        if request_id in self._active:
+            self._aborted.add(request_id)
 
     def stats(self) -> EngineStats:
-        return EngineStats(running=self._running, generated_tokens=self._generated)
+        return EngineStats(running=len(self._active), generated_tokens=self._generated)
 
     async def shutdown(self) -> None:
-        return None
+        if self._stepper is not None:
+            self._stepper.cancel()

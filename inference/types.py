@@ -17,18 +17,20 @@ class GenerationRequest:
     ignore_eos: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
-    """What a backend yields for one request at one engine step."""
+    """What a backend emits for one request at one engine step. `error` is set (and
+    `finished` true) when the engine failed the request."""
 
     text: str
     num_tokens: int
     finished: bool = False
     finish_reason: str | None = None  # stop, length, abort
     num_prompt_tokens: int = 0
+    error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepDelta:
     """One request's new output in one engine step, as handed to the sink.
 

@@ -56,7 +56,10 @@ class VllmBackend:
         colocate_engine_core()
         log.info("engine %s: ready in %.1f s", self.spec.pool, time.monotonic() - started)
 
-    async def stream(self, request: GenerationRequest):
+    async def add(self, request: GenerationRequest, emit) -> None:
+        """Submit to AsyncLLM without a consuming task: its output handler calls the
+        request's collector once per engine step (DELTA outputs), and the collector's
+        `put` is replaced by one that hands the output straight to `emit`."""
         from vllm.sampling_params import RequestOutputKind, SamplingParams
 
         params = SamplingParams(
@@ -64,12 +67,22 @@ class VllmBackend:
             seed=request.seed, stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
             output_kind=RequestOutputKind.DELTA,
         )
-        prompt = {"prompt_token_ids": request.prompt_token_ids}
-        async for out in self.engine.generate(prompt, params, request.request_id, priority=request.priority):
-            completion = out.outputs[0]
-            yield Chunk(completion.text, len(completion.token_ids), out.finished,
-                        completion.finish_reason if out.finished else None,
-                        len(out.prompt_token_ids or ()))
+        prompt_len = len(request.prompt_token_ids)
+
+        def put(output) -> None:
+            if isinstance(output, Exception):
+                emit(Chunk("", 0, True, error=f"{type(output).__name__}: {output}"))
+                return
+            completion = output.outputs[0]
+            emit(Chunk(completion.text, len(completion.token_ids), output.finished,
+                       completion.finish_reason if output.finished else None, prompt_len))
+
+        collector = await self.engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
+                                                  params, priority=request.priority)
+        collector.put = put
+        early, collector.output = collector.output, None  # what arrived before `put` was ours
+        if early is not None:
+            put(early)
 
     async def abort(self, request_id: str) -> None:
         await self.engine.abort(request_id)

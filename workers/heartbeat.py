@@ -8,6 +8,7 @@ import threading
 import time
 
 from chatsite import redis_keys
+from chatsite.pools.health import pool_index_beat, pool_index_leave
 from chatsite.redis_client import get_redis
 from chatsite.runs.stream import lease
 
@@ -35,8 +36,11 @@ class Heartbeat:
         self._stop.set()
         self._thread.join(5)
         try:
-            get_redis().delete(redis_keys.worker_heartbeat(self.rt.worker_name))
-            get_redis().zrem(redis_keys.workers_index(), self.rt.worker_name)
+            pipe = get_redis().pipeline(transaction=False)
+            pipe.delete(redis_keys.worker_heartbeat(self.rt.worker_name))
+            pipe.zrem(redis_keys.workers_index(), self.rt.worker_name)
+            pool_index_leave(pipe, pool=self.rt.pool.name, worker=self.rt.worker_name)
+            pipe.execute()
         except Exception:
             log.warning("could not remove the heartbeat of %s", self.rt.worker_name)
 
@@ -61,6 +65,8 @@ class Heartbeat:
         pipe.hset(key, mapping=figures)
         pipe.expire(key, TTL_SECONDS)
         pipe.zadd(redis_keys.workers_index(), {self.rt.worker_name: figures["ts"]})
+        pool_index_beat(pipe, pool=self.rt.pool.name, worker=self.rt.worker_name, ts=figures["ts"],
+                        draining=self.rt.draining)
         pipe.execute()
         with self.leases_lock:
             leases = dict(self.leases)

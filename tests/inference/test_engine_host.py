@@ -71,3 +71,21 @@ def test_engine_exception_becomes_an_error_delta():
         assert last.finished and "injected engine failure" in last.error
     finally:
         host.shutdown()
+
+
+def test_a_request_the_engine_refuses_becomes_an_error_delta():
+    class Refusing(FakeBackend):
+        async def add(self, request, emit):
+            raise ValueError("prompt too long for this engine")
+
+    batches, lock = [], threading.Lock()
+    host = EngineHost(Refusing(), lambda deltas: batches.append(list(deltas)))
+    host.start()
+    try:
+        host.submit(GenerationRequest("refused", [1, 2], max_tokens=5))
+        wait_finished(batches, 1)
+        (delta,) = [d for b in batches for d in b]
+        assert delta.finished and delta.error == "ValueError: prompt too long for this engine"
+        assert host.num_active == 0
+    finally:
+        host.shutdown()

@@ -137,10 +137,10 @@ def test_a_worker_taking_a_run_whose_stream_has_a_gap_fails_it_once(live_url, fa
     """Entries lost (e.g. a Redis restart without persistence) must not poison the system:
     the run fails with a clear error, once, and its readers are told why."""
     from chatsite.runs.services import run_submit
-    from tests.factories import ChatFactory, PoolFactory
+    from tests.factories import ChatFactory, queueing_pool
     from tests.runs.helpers import xadd_tokens
 
-    idle_pool = PoolFactory(name="no-worker-pool")  # nobody consumes its queue: we hand the task over by hand
+    idle_pool = queueing_pool("no-worker-pool")  # nobody consumes its queue: we hand the task over by hand
     run = run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=idle_pool), content="hi")
     xadd_tokens(run.pk, ["Hel", "lo"])
     xadd_tokens(run.pk, ["?"], start=7)
