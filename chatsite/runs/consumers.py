@@ -22,8 +22,9 @@ from chatsite import redis_keys
 from chatsite.errors import ServiceError
 from chatsite.redis_client import get_async_redis
 from chatsite.runs import events
-from chatsite.runs.access import authorize_run, run_snapshot, token_grants
+from chatsite.runs.access import open_events, run_snapshot
 from chatsite.runs.stream_hub import get_hub
+from chatsite.tenancy.stream_guard import REVOKED
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,12 @@ class RunEventsConsumer(AsyncHttpConsumer):
                 await task
         raise StopConsumer()
 
-    async def _error(self, status: int, code: str, message: str) -> None:
+    async def _error(self, status: int, code: str, message: str, retry_after: int | None = None) -> None:
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
-        await self.send_response(status, body, headers=[(b"Content-Type", b"application/json")])
+        headers = [(b"Content-Type", b"application/json")]
+        if retry_after:
+            headers.append((b"Retry-After", str(retry_after).encode()))
+        await self.send_response(status, body, headers=headers)
 
     def _query(self, name: str) -> str:
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
@@ -80,16 +84,18 @@ class RunEventsConsumer(AsyncHttpConsumer):
                                                                   "try again in a few seconds")
                 else:
                     await self._error(500, "server_error", "something went wrong on our side; it has been logged")
+        finally:
+            if getattr(self, "_guard", None) is not None:  # give back the stream's slot
+                await self._guard.close()
 
     async def _serve_inner(self) -> None:
         if self.scope["method"] not in ("GET", "HEAD"):
             return await self._error(405, "method_not_allowed", "use GET to read a run's events")
         run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        if not token_grants(self._query("token"), run_id):  # the events_url's token needs no database
-            try:
-                await database_sync_to_async(authorize_run)(self.scope, run_id)
-            except ServiceError as exc:
-                return await self._error(exc.status, exc.code, exc.message)
+        try:  # the events_url's token needs no database; the guard holds a slot and watches for revocation
+            self._guard = await open_events(self.scope, run_id, self._query("token"))
+        except ServiceError as exc:
+            return await self._error(exc.status, exc.code, exc.message, exc.retry_after)
         last_id = self._last_event_id()
         if last_id is not None and not events.is_valid_stream_id(last_id):
             return await self._error(400, "invalid_last_event_id",
@@ -113,7 +119,9 @@ class RunEventsConsumer(AsyncHttpConsumer):
         sub = await hub.subscribe(key, last_id)
         try:
             while True:
-                batch = await sub.next(keepalive)
+                batch = await self._guard.next(sub, keepalive)
+                if batch is REVOKED:  # the key, session, membership or chat it was opened with is gone
+                    return
                 if batch is None:  # quiet: keep proxies from closing; a run may have expired meanwhile
                     if await self._sent_snapshot(key, run_id):
                         return
