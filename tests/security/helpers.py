@@ -1,5 +1,7 @@
 """Shared steps for the security tests: runs whose stream stays open, and an SSE
 reader in a thread that records when the server ends the stream."""
+import contextlib
+import socket
 import threading
 import time
 
@@ -35,6 +37,7 @@ class OpenStream:
         self.ended = threading.Event()
         self.ended_at: float | None = None
         self.error: Exception | None = None
+        self._socket: socket.socket | None = None
         self._thread = threading.Thread(target=self._read, daemon=True)
 
     def __enter__(self) -> "OpenStream":
@@ -43,12 +46,21 @@ class OpenStream:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._thread.join(0)
+        self.close()
+
+    def close(self) -> None:
+        """Hang up, as a browser tab closing does."""
+        sock = self._socket
+        if sock is not None and not self.ended.is_set():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(10)
 
     def _read(self) -> None:
         try:
             with httpx.stream("GET", self.url, headers=self.headers, timeout=self.timeout) as resp:
                 self.status = resp.status_code
+                self._socket = resp.extensions["network_stream"].get_extra_info("socket")
                 for chunk in resp.iter_raw():
                     self.body += chunk
                     self.opened.set()
