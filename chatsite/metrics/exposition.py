@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db.models import Count
 
 from chatsite.metrics.counters import LATENCY_BUCKETS_MS, read_counter, read_histogram
+from chatsite.metrics.persistence import persistence_lines
 from chatsite.pools.health import live_workers
 from chatsite.pools.models import ModelPool
 from chatsite.runs import queues
@@ -88,5 +89,6 @@ def _counters(pools) -> Iterator[str]:
 
 def render() -> str:
     pools = list(ModelPool.objects.filter(enabled=True))
-    lines = [*_queue_depths(pools), *_runs(pools), *_histograms(pools), *_workers(), *_counters(pools)]
+    lines = [*_queue_depths(pools), *_runs(pools), *_histograms(pools), *_workers(), *_counters(pools),
+             *persistence_lines()]
     return "\n".join(lines) + "\n"
