@@ -1,4 +1,5 @@
-"""ASGI entry point for daphne: Django views, plus the run events' SSE app."""
+"""ASGI entry point for daphne: Django views, plus the run events' SSE app, behind the
+body limit (chatsite/body_limit.py)."""
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
@@ -9,15 +10,19 @@ from django.urls import path, re_path  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 
+from chatsite import daphne_edge, redis_durability  # noqa: E402
+from chatsite.body_limit import BodyLimit  # noqa: E402
 from chatsite.runs.events_app import run_events as events  # noqa: E402
+
+daphne_edge.install()  # oversized bodies refused before Twisted stores them; tokens kept out of the access log
+redis_durability.check_at_start("web")  # warns when the Redis holding run streams does not persist
 
 # No session middleware around the events: a request with a valid events token never
 # reads the session, and the others read it once (chatsite/runs/access.py).
-
-application = ProtocolTypeRouter({
+application = BodyLimit(ProtocolTypeRouter({
     "http": URLRouter([
         path("api/runs/<int:run_id>/events", events),
         path("api/runs/<int:run_id>/events/", events),
         re_path(r"", django_asgi_app),
     ]),
-})
+}))

@@ -6,6 +6,8 @@ _PATTERNS = [
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1[redacted]"),
     (re.compile(r"csk_[0-9a-f]{12}_[A-Za-z0-9_-]+"), "csk_[redacted]"),
     (re.compile(r"(?i)((?:sessionid|csrftoken)=)[^;\s'\"]+"), r"\1[redacted]"),
+    # an events URL's token (and any other credential in a query string)
+    (re.compile(r"(?i)([?&](?:token|access_token|api_key|key)=)[^&#\s'\"]+"), r"\1[redacted]"),
 ]
 
 

@@ -59,9 +59,19 @@ def metric_histogram(name: str, pool: str) -> str:
     return f"metrics:{name}:{pool}"
 
 
-def login_failures(kind: str, value: str) -> str:
-    """Failed sign-ins for one account ("user") or one address ("ip")."""
-    return f"login-failures:{kind}:{value}"
+def login_lock(kind: str, value: str) -> str:
+    """Failed sign-ins and the lock they earned (a hash) for one account ("user") or one address ("ip")."""
+    return f"login-lock:{kind}:{value}"
+
+
+def revoked(kind: str, ident: str) -> str:
+    """When access through a principal (key, session, membership, user, tenant, chat) was revoked."""
+    return f"revoked:{kind}:{ident}"
+
+
+def sse_streams(tenant_id: int, user_id: int) -> str:
+    """Sorted set of one user's open SSE streams in a tenant (score: when the entry expires)."""
+    return f"sse:{tenant_id}:{user_id}:streams"
 
 
 def hub_wakeup(hub_id: str) -> str:

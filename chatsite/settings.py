@@ -5,6 +5,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from chatsite.install_secret import read_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CHATSITE_VAR_DIR", BASE_DIR / "var"))
 
@@ -13,8 +15,11 @@ def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = env_bool("DJANGO_DEBUG", True)
+# This install's own secret (chatsite/install_secret.py): DJANGO_SECRET_KEY, else the file
+# setup made under var/ (git-ignored, mode 600; made here on first use in development).
+SECRET_KEY_FILE = Path(os.environ.get("DJANGO_SECRET_KEY_FILE", VAR_DIR / "secret_key"))
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_secret_key(SECRET_KEY_FILE, create=DEBUG)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 
 INSTALLED_APPS = [
@@ -50,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Innermost: lets an events token be bound to the request's user and credential.
+    "chatsite.tenancy.request_context.request_context_middleware",
 ]
 
 ROOT_URLCONF = "chatsite.urls"
@@ -162,11 +169,32 @@ CHATSITE = {
     # A chat stays pinned to its worker (prefix-cache affinity) unless that worker is this hot.
     "AFFINITY_MAX_KV_USAGE": float(os.environ.get("CHATSITE_AFFINITY_MAX_KV", "0.9")),
     "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
-    "LOGIN_MAX_FAILURES": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES", "5")),
-    "LOGIN_LOCKOUT_SECONDS": int(os.environ.get("CHATSITE_LOGIN_LOCKOUT_SECONDS", "900")),
     # Optional bearer token required to scrape /metrics.
     "METRICS_TOKEN": os.environ.get("CHATSITE_METRICS_TOKEN", ""),
 }
+
+# --- security: sign-in throttling, proxies, SSE limits, revocation, /metrics --
+CHATSITE.update({
+    # Sign-in throttling (chatsite/tenancy/throttle.py): an account locks after this many
+    # failures, for LOGIN_LOCK_SECONDS doubling per further failure up to the max; an address
+    # after far more. Failures are forgotten this long after the last one.
+    "LOGIN_MAX_FAILURES": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES", "5")),
+    "LOGIN_MAX_FAILURES_PER_ADDRESS": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES_PER_ADDRESS", "50")),
+    "LOGIN_LOCK_SECONDS": int(os.environ.get("CHATSITE_LOGIN_LOCK_SECONDS", "60")),
+    "LOGIN_LOCK_MAX_SECONDS": int(os.environ.get("CHATSITE_LOGIN_LOCK_MAX_SECONDS", "900")),
+    "LOGIN_FAILURE_WINDOW_SECONDS": int(os.environ.get("CHATSITE_LOGIN_FAILURE_WINDOW_SECONDS", "86400")),
+    # Proxies whose X-Forwarded-For we believe (addresses or networks, comma-separated),
+    # e.g. "10.0.0.0/8,127.0.0.1" behind a load balancer. Empty: REMOTE_ADDR is the client.
+    "TRUSTED_PROXIES": [p for p in os.environ.get("CHATSITE_TRUSTED_PROXIES", "").split(",") if p.strip()],
+    # Open SSE streams one user may hold in a tenant; one more is refused with 429.
+    "SSE_MAX_STREAMS_PER_USER": int(os.environ.get("CHATSITE_SSE_MAX_STREAMS_PER_USER", "32")),
+    # How often an open SSE stream checks that its principal was not revoked (one Redis call).
+    "SSE_REVOCATION_CHECK_SECONDS": float(os.environ.get("CHATSITE_SSE_REVOCATION_CHECK_SECONDS", "3")),
+    # How long a revocation is remembered; a stream open longer than this re-authenticates.
+    "REVOCATION_TTL_SECONDS": int(os.environ.get("CHATSITE_REVOCATION_TTL_SECONDS", "86400")),
+    # Under production settings /metrics answers only with METRICS_TOKEN (403 while none is set).
+    "METRICS_REQUIRE_TOKEN": env_bool("CHATSITE_METRICS_REQUIRE_TOKEN", False),
+})
 
 # Celery: Redis broker; settings the worker reads are in workers/app.py.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)

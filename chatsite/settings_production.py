@@ -7,11 +7,18 @@ import os
 
 os.environ["DJANGO_DEBUG"] = "false"
 
+from chatsite.install_secret import is_real_secret, read_secret_key  # noqa: E402
 from chatsite.settings import *  # noqa: E402,F401,F403
 
-SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]  # required: no default in production
-if len(SECRET_KEY) < 50 or SECRET_KEY.startswith("dev-only"):
-    raise RuntimeError("DJANGO_SECRET_KEY must be a long random value in production")
+# A real secret or no start: DJANGO_SECRET_KEY, or the key file made beforehand (scripts/setup.sh
+# or `python -m chatsite.install_secret PATH`); production never makes one of its own.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_secret_key(SECRET_KEY_FILE, create=False)  # noqa: F405
+if not is_real_secret(SECRET_KEY):
+    raise RuntimeError(f"DJANGO_SECRET_KEY (or {SECRET_KEY_FILE}) must hold a long random value in production "  # noqa: F405
+                       "(at least 50 characters, not a default); make one with "
+                       "`python -m chatsite.install_secret PATH` and point DJANGO_SECRET_KEY_FILE at it")
+# /metrics answers only to its scrape token (CHATSITE_METRICS_TOKEN); without one it is closed.
+CHATSITE = {**CHATSITE, "METRICS_REQUIRE_TOKEN": True}  # noqa: F405
 ALLOWED_HOSTS = [h for h in os.environ["DJANGO_ALLOWED_HOSTS"].split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 

@@ -29,6 +29,12 @@ if [ $DEV = 1 ] && [ ! -x /usr/bin/chromium ]; then
   (apt-get install -y -qq chromium >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 fi
 
+# 1b) this install's SECRET_KEY, made once (var/ is git-ignored; the file is mode 600).
+#     The settings read it; DJANGO_SECRET_KEY in the environment overrides it.
+if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
+  .venv/bin/python -m chatsite.install_secret "${DJANGO_SECRET_KEY_FILE:-${CHATSITE_VAR_DIR:-var}/secret_key}"
+fi
+
 # 2) services and database
 scripts/services.sh
 if [ -z "${DATABASE_URL:-}" ]; then

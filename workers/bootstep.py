@@ -3,6 +3,7 @@ import logging
 
 from celery import bootsteps
 
+from chatsite import redis_durability
 from chatsite.runs import queues
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,7 @@ class EngineStep(bootsteps.StartStopStep):
             worker.app.amqp.queues.select(names)
 
     def start(self, worker):
+        redis_durability.check_at_start(f"worker {worker.hostname}")
         if not self.pool_name:
             return
         from workers import runtime

@@ -29,7 +29,12 @@ repeated. A `retry: 1000` line comes first; a `: keep-alive` comment line every 
 
 Errors are JSON in the API's one error shape: 400 `invalid_last_event_id` for a malformed
 `Last-Event-ID`; 401 without valid credentials; 404 for a run that is not yours (or another tenant's);
-405 for any method but GET.
+405 for any method but GET; 429 `too_many_streams` (with `Retry-After`) when you already hold the most
+event streams one user may hold open at once.
+
+A stream ends early, without a terminal event, when the access it was opened with ends: the API key is
+revoked, the session signs out, your membership of the tenant is removed, or the chat is deleted.
+Reconnecting then answers 401 or 404.
 """
 
 STREAM_EXAMPLE = (
@@ -69,12 +74,15 @@ class RunEventsDocs(APIView):
             OpenApiParameter("last_event_id", {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$"},
                              description="The same as the Last-Event-ID header, for clients that cannot "
                                          "set headers; the header wins when both are sent."),
+            OpenApiParameter("token", str, description="The token in the run's `events_url`: reads this run "
+                                                       "without other credentials until it expires, or its key, "
+                                                       "session or membership is revoked."),
         ],
         responses={
             (200, "text/event-stream"): OpenApiResponse(
                 RUN_EVENT_SCHEMA, description="The event stream (see the table above); the schema is one event's.",
                 examples=[OpenApiExample("A short reply", value=STREAM_EXAMPLE, media_type="text/event-stream")]),
-            **errors(400, 401, 404, 405, 500, 503),
+            **errors(400, 401, 404, 405, 429, 500, 503),
         },
     )
     def get(self, request, run_id: int):  # pragma: no cover - never routed

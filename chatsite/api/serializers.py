@@ -71,7 +71,7 @@ class RunSerializer(serializers.ModelSerializer):
                   "run's events for a while without credentials; after that the URL still works with a session "
                   "or API key, or GET the run again for a fresh one."))
     def get_events_url(self, run) -> str:
-        return f"/api/runs/{run.pk}/events?token={events_token(run.pk)}"
+        return f"/api/runs/{run.pk}/events?token={events_token(run)}"
 
     @extend_schema_field(serializers.CharField(help_text="POST to it to stop the run."))
     def get_cancel_url(self, run) -> str:

@@ -7,6 +7,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from chatsite.metrics.counters import LATENCY_BUCKETS_MS, read_counter, read_histogram
+from chatsite.metrics.persistence import persistence_lines
 from chatsite.pools.health import live_workers
 from chatsite.pools.models import ModelPool
 from chatsite.runs import queues
@@ -132,5 +133,5 @@ def render() -> str:
     pools = list(ModelPool.objects.filter(enabled=True))
     workers = live_workers()
     lines = [*_queue_depths(pools), *_queue_age(pools), *_runs(pools), *_histograms(pools), *_pools(pools, workers),
-             *_workers(workers), *_counters(pools)]
+             *_workers(workers), *_counters(pools), *persistence_lines()]
     return "\n".join(lines) + "\n"

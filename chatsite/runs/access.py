@@ -1,14 +1,19 @@
-"""Who may read a run's events, for the SSE consumer.
+"""Who may read a run's events, for the SSE endpoint (chatsite.runs.events_app).
 
-Two ways in. The run's `events_url` carries a signed token naming the run (a
-presigned URL): checking it needs neither the database nor a thread, so following a
-stream costs no Postgres connection. Without a valid token (absent, expired after
-EVENTS_TOKEN_SECONDS, or for another run) the session or the bearer key is checked
-against the database (`authorize_run`, sync; called via database_sync_to_async).
+Two ways in. The run's `events_url` carries a signed token (a presigned URL)
+bound to the run, its chat and tenant, and the user and credential (API key or
+session) of the request it was given to: checking it needs neither the database
+nor a thread, so following a stream costs no Postgres connection. Without a valid
+token (absent, expired after EVENTS_TOKEN_SECONDS, for another run, or revoked)
+the session or the bearer key is checked against the database (`authorize_run`,
+sync; called via database_sync_to_async). Either way the stream then carries a
+Grant, which chatsite.tenancy.stream_guard checks for revocation while it runs.
 """
+import time
 from importlib import import_module
 from types import SimpleNamespace
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user as auth_get_user
 from django.core import signing
@@ -18,8 +23,14 @@ from chatsite.errors import ServiceError
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.selectors import run_get
 from chatsite.tenancy.auth import bearer_token
+from chatsite.tenancy.models import ApiKey
+from chatsite.tenancy.request_context import current_request
+from chatsite.tenancy.revocation import Grant, key_credential, session_credential
 from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.tenancy.services import api_key_authenticate
+from chatsite.tenancy.stream_guard import StreamGuard
+
+MAX_TOKEN_CHARS = 1024  # a real one is ~200
 
 
 class Unauthenticated(ServiceError):
@@ -27,53 +38,97 @@ class Unauthenticated(ServiceError):
     code = "not_authenticated"
 
 
-_SIGNER_SALT = "chatsite.runs.events"
+_SIGNER_SALT = "chatsite.runs.events.v2"
 
 
-def events_token(run_id: int) -> str:
-    """A token that lets its holder read this run's events for EVENTS_TOKEN_SECONDS."""
-    return signing.TimestampSigner(salt=_SIGNER_SALT).sign(str(run_id))
+def _signer() -> signing.Signer:
+    return signing.Signer(salt=_SIGNER_SALT)
 
 
-def token_grants(token: str, run_id) -> bool:
-    """Whether `token` is an unexpired events token for this run."""
-    if not token:
-        return False
+def _credential_of(request) -> str:
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return key_credential(auth.pk)
+    session = getattr(request, "session", None)
+    return session_credential(getattr(session, "session_key", None))
+
+
+def events_token(run: GenerationRun) -> str:
+    """A token that lets its holder read this run's events for EVENTS_TOKEN_SECONDS,
+    bound to the run, its chat and tenant, and the user and credential of the request
+    being served (outside a request: the chat's owner, no credential). It stops
+    working when any of those is revoked (chatsite.tenancy.revocation)."""
+    request = current_request()
+    user_id = getattr(getattr(request, "user", None), "pk", None)
+    credential = _credential_of(request) if user_id is not None else ""
+    if user_id is None:
+        user_id = run.chat.owner_id
+    payload = {"r": run.pk, "c": run.chat_id, "t": run.tenant_id, "u": user_id, "k": credential,
+               "i": int(time.time())}  # whole seconds: one request minting twice gets one token
+    return _signer().sign_object(payload)
+
+
+def token_grants(token: str, run_id) -> Grant | None:
+    """The grant an unexpired events token for this run carries, else None
+    (revocation is checked when the stream opens, by StreamGuard.admit)."""
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        return None
     try:
-        value = signing.TimestampSigner(salt=_SIGNER_SALT).unsign(
-            token, max_age=settings.CHATSITE["EVENTS_TOKEN_SECONDS"])
-    except signing.BadSignature:  # also SignatureExpired
-        return False
-    return value == str(run_id)
+        p = _signer().unsign_object(token)
+        grant = Grant(run_id=int(p["r"]), chat_id=int(p["c"]), tenant_id=int(p["t"]), user_id=int(p["u"]),
+                      credential=str(p["k"]), since=float(p["i"]))
+    except (signing.BadSignature, ValueError, TypeError, KeyError, UnicodeError):
+        return None
+    if str(grant.run_id) != str(run_id) or time.time() - grant.since > settings.CHATSITE["EVENTS_TOKEN_SECONDS"]:
+        return None
+    return grant
 
 
-def authorize_run(scope, run_id) -> GenerationRun:
-    """The run if the session user or the bearer key's user may read it; NotFound
-    otherwise (another tenant's run is indistinguishable from a missing one)."""
+def authorize_run(scope, run_id) -> Grant:
+    """A grant if the session user or the bearer key's user may read the run;
+    Unauthenticated (401) without credentials, NotFound (404) otherwise (another
+    tenant's run is indistinguishable from a missing one)."""
     headers = dict(scope.get("headers", []))
     token = bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
     if token:
         key = api_key_authenticate(token)
         if key is None:
             raise Unauthenticated("invalid or revoked API key")
-        user, auth = key.user, key
+        user, auth, credential = key.user, key, key_credential(key.pk)
     else:
-        user, auth = _session_user(scope), None
+        session = _session(scope)
+        user, auth = (auth_get_user(SimpleNamespace(session=session)) if session is not None else None), None
         if user is None or not user.is_authenticated:
             raise Unauthenticated("sign in or send an API key as 'Authorization: Bearer KEY'")
+        credential = session_credential(session.session_key)
     tenant = tenant_for_request(user, auth)
-    return run_get(tenant=tenant, user=user, run_id=run_id)
+    run = run_get(tenant=tenant, user=user, run_id=run_id)
+    return Grant(run_id=run.pk, chat_id=run.chat_id, tenant_id=tenant.pk, user_id=user.pk, credential=credential,
+                 since=time.time())
 
 
-def _session_user(scope):
-    """The signed-in user of the request's session cookie (read from the database only now)."""
-    if "user" in scope:
-        return scope["user"]
-    session = scope.get("session")
-    if session is None:
-        cookies = parse_cookie(dict(scope.get("headers", [])).get(b"cookie", b"").decode("latin-1"))
-        key = cookies.get(settings.SESSION_COOKIE_NAME)
-        if not key:
-            return None
-        session = import_module(settings.SESSION_ENGINE).SessionStore(key)
-    return auth_get_user(SimpleNamespace(session=session))
+async def open_events(scope, run_id, token: str) -> StreamGuard:
+    """The guard of a new stream of this run's events: through the token when it
+    grants (no database; then `guard.via_token` is true), else through the session or
+    key. Raises Unauthenticated, NotFound, or TooManyStreams (429, retry_after) from
+    the guard."""
+    grant = token_grants(token, run_id)
+    if grant is not None:
+        guard = await StreamGuard.admit(grant)
+        if guard is not None:
+            guard.via_token = True
+            return guard
+    grant = await database_sync_to_async(authorize_run)(scope, run_id)
+    guard = await StreamGuard.admit(grant)
+    if guard is None:  # revoked within the clock-skew margin of this very check
+        raise Unauthenticated("your access to this run was just revoked; sign in again")
+    return guard
+
+
+def _session(scope):
+    """The request's session, from its cookie (read from the database only when used)."""
+    if "session" in scope:
+        return scope["session"]
+    cookies = parse_cookie(dict(scope.get("headers", [])).get(b"cookie", b"").decode("latin-1"))
+    key = cookies.get(settings.SESSION_COOKIE_NAME)
+    return import_module(settings.SESSION_ENGINE).SessionStore(key) if key else None

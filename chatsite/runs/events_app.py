@@ -21,7 +21,7 @@ from django.db import InterfaceError, OperationalError
 
 from chatsite.errors import ServiceError
 from chatsite.runs import sse
-from chatsite.runs.access import authorize_run, token_grants
+from chatsite.runs.access import open_events
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.follow import follow
 
@@ -54,7 +54,9 @@ class Request:
         return value or None
 
 
-async def _error(send, status: int, code: str, message: str, headers=()) -> None:
+async def _error(send, status: int, code: str, message: str, headers=(), retry_after: int | None = None) -> None:
+    if retry_after:
+        headers = [*headers, (b"retry-after", str(retry_after).encode())]
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), *headers]})
@@ -83,20 +85,18 @@ async def _until_disconnect(receive) -> None:
 
 
 async def _serve(scope, send) -> None:
-    streaming = False
+    streaming, guard = False, None
     try:
         if scope["method"] not in ("GET", "HEAD"):
             return await _error(send, 405, "method_not_allowed", "use GET to read a run's events")
         req = Request(scope)
         run_id = int(scope["url_route"]["kwargs"]["run_id"])
-        granted = token_grants(req.param("token"), run_id)  # the events_url's token needs no database
+        try:  # the events_url's token needs no database; the guard holds a slot and watches for revocation
+            guard = await open_events(scope, run_id, req.param("token"))
+        except ServiceError as exc:
+            return await _error(send, exc.status, exc.code, exc.message, retry_after=exc.retry_after)
         # A token younger than the stream TTL means the run is too: its stream cannot have expired.
-        fresh = granted and settings.CHATSITE["EVENTS_TOKEN_SECONDS"] < settings.CHATSITE["STREAM_TTL_SECONDS"]
-        if not granted:
-            try:
-                await database_sync_to_async(authorize_run)(scope, run_id)
-            except ServiceError as exc:
-                return await _error(send, exc.status, exc.code, exc.message)
+        fresh = guard.via_token and settings.CHATSITE["EVENTS_TOKEN_SECONDS"] < settings.CHATSITE["STREAM_TTL_SECONDS"]
         last_id = req.last_event_id()
         if last_id is not None and not codec.is_valid_stream_id(last_id):
             return await _error(send, 400, "invalid_last_event_id",
@@ -104,8 +104,8 @@ async def _serve(scope, send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         streaming = True
         await send({"type": "http.response.body", "body": sse.RETRY, "more_body": True})
-        if scope["method"] == "GET":
-            async for batch in follow(run_id, after=last_id, fresh=fresh):
+        if scope["method"] == "GET":  # ends at the terminal entry, or when the grant is revoked
+            async for batch in follow(run_id, after=last_id, fresh=fresh, wait=guard.next):
                 body = sse.KEEPALIVE if batch is None else sse.frames(batch)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
@@ -121,3 +121,6 @@ async def _serve(scope, send) -> None:
                              "a few seconds", headers=[(b"retry-after", b"5")])
             else:
                 await _error(send, 500, "server_error", "something went wrong on our side; it has been logged")
+    finally:
+        if guard is not None:  # give back the stream's slot
+            await guard.close()

@@ -6,4 +6,4 @@ class TenancyConfig(AppConfig):
     label = "tenancy"
 
     def ready(self):
-        from chatsite.tenancy import throttle  # noqa: F401  (connects the failed-login counter)
+        from chatsite.tenancy import receivers, throttle  # noqa: F401  (connect the revocation and login receivers)

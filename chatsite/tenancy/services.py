@@ -11,7 +11,9 @@ from django.utils.text import slugify
 
 from chatsite.errors import Conflict
 from chatsite.runs.validation import clean_text
+from chatsite.tenancy import revocation
 from chatsite.tenancy.models import ApiKey, Membership, Tenant
+from chatsite.tenancy.revocation import principal_revoke
 
 KEY_PREFIX = "csk"
 _PREFIX_ID = re.compile(r"[0-9a-f]{12}")
@@ -60,10 +62,13 @@ def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
 
 
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
-    """Revoke a key (idempotent): it stops authenticating at once; the row stays, listed as revoked."""
+    """Revoke a key (idempotent): it stops authenticating at once, and the event streams
+    opened with it (or with events tokens issued through it) end within a few seconds;
+    the row stays, listed as revoked."""
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        principal_revoke(kind=revocation.KEY, ident=key.pk, permanent=True)
     return key
 
 

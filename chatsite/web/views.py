@@ -16,6 +16,7 @@ from chatsite.api.errors import json_handler404, json_handler500
 from chatsite.chats.selectors import chat_get
 from chatsite.chats.services import chat_delete, chat_update
 from chatsite.errors import NotFound, ServiceError
+from chatsite.redis_durability import cached_persistence
 from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.web import selectors
 from chatsite.web.csp import with_csp
@@ -104,7 +105,10 @@ def chat_remove(request, tenant, chat_id: int):
 
 
 def healthz(request):
-    return JsonResponse({"ok": True})
+    """Up, and whether the Redis holding run streams persists them (asked at most once a minute)."""
+    redis_state = cached_persistence()
+    return JsonResponse({"ok": True, "redis_persistent": redis_state.persistent,
+                         "redis_persistence": redis_state.detail})
 
 
 @with_csp

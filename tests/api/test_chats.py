@@ -81,11 +81,11 @@ def test_model_on_a_message_answers_that_turn_only(client, chat):
 
 
 def test_model_on_a_message_must_be_usable(client, chat):
-    PoolFactory(name="small", enabled=False)
+    PoolFactory(name="disabled-pool", enabled=False)  # a name no other test's session fixture enables
     url = f"/api/chats/{chat.pk}/messages/"
     assert_error(client.post(url, {"content": "Hi", "model": "nope"}, content_type="application/json"),
                  400, "model_not_found", "model")
-    assert_error(client.post(url, {"content": "Hi", "model": "small"}, content_type="application/json"),
+    assert_error(client.post(url, {"content": "Hi", "model": "disabled-pool"}, content_type="application/json"),
                  400, "model_disabled", "model")
     assert row_counts() == (1, 0, 0)
 

@@ -27,7 +27,7 @@ def test_sse_errors_before_the_stream_starts_are_json(monkeypatch, exc, status, 
     def fail(scope, run_id):
         raise exc
 
-    monkeypatch.setattr("chatsite.runs.events_app.authorize_run", fail)
+    monkeypatch.setattr("chatsite.runs.access.authorize_run", fail)  # the app reaches it through open_events
     comm = HttpCommunicator(run_events, "GET", "/api/runs/1/events")
     comm.scope["url_route"] = {"kwargs": {"run_id": 1}}
     resp = async_to_sync(comm.get_response)(timeout=5)

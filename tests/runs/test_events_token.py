@@ -1,6 +1,7 @@
 """The token in a run's events_url: it lets its holder follow that run, and only that
 run, for EVENTS_TOKEN_SECONDS, without the database; anything else falls back to the
-session or API key."""
+session or API key. (Its binding to tenant, user and credential, and its revocation:
+tests/security/test_tokens.py and tests/tenancy/test_revocation.py.)"""
 import time
 
 import httpx
@@ -9,28 +10,32 @@ from django.core import signing
 
 from chatsite.runs.access import events_token, token_grants
 from tests.runs.helpers import post_message, wait_terminal
+from tests.security.helpers import open_run
 from tests.sse import read_events, text_of
 
 
-def _expired_token(run_id: int) -> str:
-    signer = signing.TimestampSigner(salt="chatsite.runs.events")
+def _expired_token(run) -> str:
     real_time = time.time
     try:
-        signing.time.time = lambda: real_time() - 3600  # signed an hour ago
-        return signer.sign(str(run_id))
+        time.time = lambda: real_time() - 3600  # issued an hour ago
+        return events_token(run)
     finally:
-        signing.time.time = real_time
+        time.time = real_time
 
 
-def test_a_token_grants_its_own_run_only(settings):
+@pytest.mark.django_db
+def test_a_token_grants_its_own_run_only(settings, chat):
     settings.CHATSITE = {**settings.CHATSITE, "EVENTS_TOKEN_SECONDS": 900}
-    token = events_token(41)
-    assert token_grants(token, 41) and token_grants(token, "41")
-    assert not token_grants(token, 42)
-    assert not token_grants(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), 41)  # tampered
-    assert not token_grants(token.replace("41:", "42:", 1), 42)  # another run's id with this signature
-    assert not token_grants(_expired_token(41), 41)
-    assert not token_grants("", 41)
+    run, other = open_run(chat), open_run(chat)
+    token = events_token(run)
+    assert token_grants(token, run.pk) and token_grants(token, str(run.pk))
+    assert not token_grants(token, other.pk)
+    assert not token_grants(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), run.pk)  # tampered
+    payload = signing.Signer(salt="chatsite.runs.events.v2").unsign_object(token)
+    forged = signing.Signer(key="not-this-install", salt="chatsite.runs.events.v2").sign_object(payload)
+    assert not token_grants(forged, run.pk)  # signed with another key
+    assert not token_grants(_expired_token(run), run.pk)
+    assert not token_grants("", run.pk)
 
 
 live = pytest.mark.django_db(transaction=True)
@@ -52,7 +57,10 @@ def test_a_token_opens_no_other_run_and_expires(live_url, fake_workers, chat, au
     token = first["events_url"].partition("?token=")[2]
     other = httpx.get(f"{live_url}/api/runs/{second['id']}/events?token={token}", timeout=30)
     assert other.status_code == 401 and other.json()["error"]["code"] == "not_authenticated"
-    expired_url = f"{live_url}/api/runs/{first['id']}/events?token={_expired_token(first['id'])}"
+    from chatsite.runs.models import GenerationRun
+
+    expired_url = (f"{live_url}/api/runs/{first['id']}/events"
+                   f"?token={_expired_token(GenerationRun.objects.get(pk=first['id']))}")
     assert httpx.get(expired_url, timeout=30).status_code == 401
     # an expired token is no worse than none: the API key still opens the stream
     evs = read_events(expired_url, headers=auth)

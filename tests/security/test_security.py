@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _forget_failures():
-    for key in get_redis().scan_iter("login-failures:*"):
+    for key in get_redis().scan_iter("login-lock:*"):
         get_redis().delete(key)
 
 

@@ -20,7 +20,7 @@ from chatsite.runs.stream.hub import get_hub
 
 
 async def follow(run_id: int, *, after: str | None = None, keepalive: float | None = None,
-                 fresh: bool = False) -> AsyncIterator[list[Entry] | None]:
+                 fresh: bool = False, wait=None) -> AsyncIterator[list[Entry] | None]:
     """Batches of entries the client has not seen, the terminal entry last, then the end.
 
     `after` is the client's Last-Event-ID (None: from the start). Yields None after
@@ -28,8 +28,10 @@ async def follow(run_id: int, *, after: str | None = None, keepalive: float | No
     caller can send a keep-alive and a dropped client is noticed. A batch may hold a
     SNAPSHOT entry (an expired finished run's whole text, from Postgres) before the
     terminal. `fresh`: the caller knows the run is younger than the stream TTL, so
-    its stream cannot have expired yet (no Postgres read at the start). Raises
-    HubError when Redis goes away."""
+    its stream cannot have expired yet (no Postgres read at the start). `wait(sub,
+    timeout)` replaces `sub.next(timeout)` (e.g. a revocation guard's); when it returns
+    anything but a batch or None, following ends there. Raises HubError when Redis
+    goes away."""
     key = redis_keys.run_stream(run_id)
     keepalive = settings.CHATSITE["SSE_KEEPALIVE_SECONDS"] if keepalive is None else keepalive
     r = get_async_redis()
@@ -47,7 +49,9 @@ async def follow(run_id: int, *, after: str | None = None, keepalive: float | No
     sub = await hub.subscribe(key, after or codec.NO_ID, decode=codec.decode_flat)
     try:
         while True:
-            batch = await sub.next(keepalive)
+            batch = await (sub.next(keepalive) if wait is None else wait(sub, keepalive))
+            if batch is not None and batch.__class__ is not list:
+                return  # the caller's wait said stop (a revoked grant)
             if batch is None:
                 if (finished := await _expired(r, key, run_id)) is not None:
                     yield finished

@@ -1,0 +1,124 @@
+"""What an open SSE stream costs its user, and how it learns it must end.
+
+A stream holds a slot in its user's set of open streams (one sorted set per user
+and tenant, scored by when the slot expires): at most SSE_MAX_STREAMS_PER_USER,
+one more is refused with 429 and Retry-After. The slot is refreshed at every
+check and expires on its own a few checks later, so a stream whose process died
+without closing it frees its slot within SLOT_TTL seconds.
+
+Every SSE_REVOCATION_CHECK_SECONDS (whether tokens flow or the run is quiet) the
+stream refreshes its slot and reads its grant's revocation markers in the same
+single Redis call; a revoked (or too old) grant ends the stream. No database.
+
+The consumer's hooks: `StreamGuard.admit(grant)` at start, `guard.next(sub, t)`
+in place of `sub.next(t)` (returns REVOKED when the stream must end), and
+`guard.close()` when the stream ends.
+"""
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+
+from django.conf import settings
+
+from chatsite import redis_keys
+from chatsite.errors import RateLimited
+from chatsite.redis_client import get_async_redis
+from chatsite.tenancy.revocation import Grant, is_revoked
+
+log = logging.getLogger(__name__)
+
+REVOKED = object()  # what StreamGuard.next returns when the stream must end
+CLOSE_TIMEOUT_SECONDS = 2.0
+
+# KEYS[1]: the user's open streams; KEYS[2..]: the grant's revocation markers.
+# ARGV: now, slot expiry, slot id, cap (0: refresh only), set ttl.
+# Returns {-1} when the cap is reached, else {1, marker values...}.
+_SLOT = """
+local cap = tonumber(ARGV[4])
+if cap > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+  if redis.call('ZCARD', KEYS[1]) >= cap then return {-1} end
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local out = {1}
+for i = 2, #KEYS do out[i] = redis.call('GET', KEYS[i]) end
+return out
+"""
+
+
+class TooManyStreams(RateLimited):
+    code = "too_many_streams"
+
+
+def check_seconds() -> float:
+    return settings.CHATSITE["SSE_REVOCATION_CHECK_SECONDS"]
+
+
+def slot_ttl() -> int:
+    """A slot outlives three missed checks, then frees itself."""
+    return math.ceil(3 * check_seconds()) + 1
+
+
+class StreamGuard:
+    def __init__(self, grant: Grant, slot_id: str):
+        self.grant = grant
+        self._slot_id = slot_id
+        self._slots_key = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
+        self._markers = grant.marker_keys()
+        self._next_check = asyncio.get_running_loop().time() + check_seconds()
+        self._closed = False
+        self.via_token = False  # set by chatsite.runs.access.open_events
+
+    async def _call(self, cap: int) -> list:
+        now = time.time()
+        return await get_async_redis().eval(
+            _SLOT, 1 + len(self._markers), self._slots_key, *self._markers,
+            now, now + slot_ttl(), self._slot_id, cap, slot_ttl())
+
+    def _allowed(self, markers: list) -> bool:
+        return not self.grant.expired() and not any(is_revoked(v, self.grant.since) for v in markers)
+
+    @classmethod
+    async def admit(cls, grant: Grant) -> "StreamGuard | None":
+        """A guard holding a slot for this stream; None when the grant was revoked.
+        Raises TooManyStreams (429) when the user has SSE_MAX_STREAMS_PER_USER open."""
+        guard = cls(grant, uuid.uuid4().hex)
+        status, *markers = await guard._call(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"])
+        if status == -1:
+            raise TooManyStreams(f"you have {settings.CHATSITE['SSE_MAX_STREAMS_PER_USER']} event streams open "
+                                 "already; close one, or wait for a run to finish", retry_after=slot_ttl())
+        if not guard._allowed(markers):
+            await guard.close()
+            return None
+        return guard
+
+    async def check(self) -> bool:
+        """Refresh the slot; False when the stream must end (one Redis call)."""
+        _, *markers = await self._call(0)
+        self._next_check = asyncio.get_running_loop().time() + check_seconds()
+        return self._allowed(markers)
+
+    async def next(self, sub, timeout: float):
+        """`sub.next(timeout)` (a batch, or None after `timeout` s of quiet), checking
+        meanwhile every SSE_REVOCATION_CHECK_SECONDS; REVOKED when the stream must end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            batch = await sub.next(max(0.0, min(deadline, self._next_check) - loop.time()))
+            if loop.time() >= self._next_check and not await self.check():
+                return REVOKED
+            if batch is not None or loop.time() >= deadline:
+                return batch
+
+    async def close(self) -> None:
+        """Give the slot back (idempotent; if Redis does not answer, the slot expires)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
+                await get_async_redis().zrem(self._slots_key, self._slot_id)
