@@ -27,7 +27,7 @@
     try { return hljs.highlight(code, { language: lang, ignoreIllegals: true }).value; } catch (e) { return ""; }
   }
 
-  const md = window.markdownit({ html: false, linkify: true, typographer: false, highlight });
+  const md = window.markdownit({ html: false, linkify: true, typographer: false, breaks: true, highlight });
   md.linkify.set({ fuzzyLink: false, fuzzyEmail: false });
   md.disable(["image"]);
   md.validateLink = (url) => /^https?:\/\//i.test(url.trim());
@@ -42,11 +42,13 @@
   rules.fence = (tokens, i) => {
     const token = tokens[i];
     const lang = token.info.trim().split(/\s+/)[0].toLowerCase().replace(/[^a-z0-9+#_-]/g, "");
-    const body = highlight(token.content, lang) || md.utils.escapeHtml(token.content);
+    const code = token.content.replace(/\n$/, "");  // the copy button copies exactly the code
+    const body = highlight(code, lang) || md.utils.escapeHtml(code);
     const cls = lang ? ' class="hljs language-' + lang + '"' : "";
     return "<pre" + (lang ? ' data-lang="' + lang + '"' : "") + "><code" + cls + ">" + body + "</code></pre>\n";
   };
-  rules.code_block = (tokens, i) => "<pre><code>" + md.utils.escapeHtml(tokens[i].content) + "</code></pre>\n";
+  rules.code_block = (tokens, i) => "<pre><code>" + md.utils.escapeHtml(tokens[i].content.replace(/\n$/, "")) +
+    "</code></pre>\n";
   rules.table_open = () => '<div class="table-wrap"><table>\n';
   rules.table_close = () => "</table></div>\n";
   ns.mathPlugin(md, { render: renderMath });

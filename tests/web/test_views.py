@@ -30,7 +30,9 @@ def _page_data(resp) -> dict:
 
 def _running_run(chat) -> GenerationRun:
     asked = Message.objects.create(chat=chat, role="user", content="Go on")
-    reply = Message.objects.create(chat=chat, role="assistant", content="")
+    reply = Message.objects.create(chat=chat, role="assistant", content="", parent=asked, depth=1)
+    chat.current_leaf = reply
+    chat.save(update_fields=["current_leaf"])
     return GenerationRun.objects.create(tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply,
                                         pool=chat.pool, status="running", seed=1, max_tokens=50)
 
