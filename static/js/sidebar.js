@@ -219,6 +219,7 @@
   document.addEventListener("click", (e) => {
     if (menu.open && !menu.contains(e.target)) menu.open = false;
   });
+  menu.querySelectorAll(".menu-link").forEach((a) => a.addEventListener("click", () => { menu.open = false; }));
   menu.addEventListener("toggle", () => { if (menu.open) setTimeout(() => renameInput.focus(), 0); });
 
   renameForm.addEventListener("submit", async (e) => {

@@ -26,6 +26,7 @@
       return null;
     }
     const reply = new ns.Reply(article, { run: m.run, text: m.content, message: m, hooks });
+    article.reply = reply;
     reply.render(!m.run || TERMINAL.includes(m.run.status));
     if (!m.run) return reply;
     reply.setRun(m.run);
@@ -105,6 +106,15 @@
     scroller.scrollTop += scroller.scrollHeight - height;  // the reader stays where they were
     ns.state.moreBefore = !!res.data.previous;
   }
+
+  /* KaTeX arrives after the first reply with math was rendered: render those again. */
+  document.addEventListener("chatui:math-ready", () => {
+    for (const el of thread.querySelectorAll(".msg-assistant")) {
+      if (!el.reply || !el.querySelector(".math-pending")) continue;
+      el.reply.view.reset();
+      el.reply.render(!el.reply.active);
+    }
+  });
 
   function watchTop(hooks) {
     scroller.addEventListener("scroll", () => { if (scroller.scrollTop < 300) loadOlder(hooks); }, { passive: true });
