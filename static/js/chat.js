@@ -12,6 +12,7 @@
 
   const $ = (id) => document.getElementById(id);
   const page = JSON.parse($("page-data").textContent);
+  const toast = (text) => ns.toast(text), setConn = (s) => ns.setConn(s);
   const state = { chat: page.chat, active: null, sending: false, pending: 0, queued: [], moreBefore: page.more_before };
   const thread = $("thread"), input = $("composer-input"), form = $("composer");
   const sendBtn = $("send-btn"), stopBtn = $("stop-btn"), conn = $("conn"), empty = $("empty");
@@ -269,101 +270,5 @@
     if (res.ok) { state.chat = res.data; ns.sidebar.adopt(res.data); }
   }
 
-  /* ---- model picker ---------------------------------------------------- */
-
-  function showModelState() {
-    const option = modelSelect.selectedOptions[0];
-    const up = option && option.dataset.up === "1";
-    modelState.dataset.up = up ? "1" : "0";
-    modelState.textContent = up ? "Available" : "Unavailable";
-  }
-
-  modelSelect.addEventListener("change", async () => {
-    showModelState();
-    if (!state.chat) return;
-    const previous = state.chat.model;
-    const res = await ns.api.patch("/api/chats/" + state.chat.id + "/", { model: modelSelect.value });
-    if (res.ok) { state.chat = res.data; return; }
-    modelSelect.value = previous;
-    showModelState();
-    toast(ns.api.describe(res).title + ".");
-  });
-
-  /* ---- connection state, scrolling, copying, suggestions -------------- */
-
-  function setConn(s) {
-    conn.replaceChildren();
-    if (s !== "reconnecting" && s !== "offline") return;
-    const pill = document.createElement("span");
-    pill.className = "conn-pill";
-    pill.dataset.state = s;
-    const spin = document.createElement("span");
-    spin.className = "spinner";
-    spin.setAttribute("aria-hidden", "true");
-    pill.append(spin, document.createTextNode(
-      s === "offline" ? "You’re offline. The reply keeps going; it will catch up." : "Reconnecting…"));
-    conn.append(pill);
-  }
-
-  function toast(text) {
-    const box = document.createElement("div");
-    box.className = "toasts";
-    box.setAttribute("role", "alert");
-    const p = document.createElement("p");
-    p.className = "toast toast-error";
-    p.textContent = text;
-    box.append(p);
-    $("main").append(box);
-    setTimeout(() => box.remove(), 6000);
-  }
-
-  $("scroller").addEventListener("scroll", () => { jump.hidden = ns.scroll.atBottom(); }, { passive: true });
-  jump.addEventListener("click", () => {
-    // An instant jump: a smooth one aims at the height of the moment it starts, and text
-    // streaming in meanwhile would leave the reader short of the bottom, no longer followed.
-    ns.scroll.toBottom();
-    input.focus({ preventScroll: true });
-  });
-
-  async function copyText(text) {
-    try {
-      await navigator.clipboard.writeText(text);
-      return true;
-    } catch (e) {
-      const area = document.createElement("textarea");
-      area.value = text;
-      area.setAttribute("readonly", "");
-      area.style.position = "fixed";
-      area.style.opacity = "0";
-      document.body.append(area);
-      area.select();
-      const ok = document.execCommand("copy");
-      area.remove();
-      return ok;
-    }
-  }
-
-  thread.addEventListener("click", async (e) => {
-    const btn = e.target.closest("[data-copy]");
-    if (btn) {
-      const text = btn.dataset.copy === "code"
-        ? btn.closest(".code-block").querySelector("code").textContent
-        : ns.replies[btn.closest("[data-run-id]").dataset.runId].text;
-      const ok = await copyText(text);
-      ns.announce(ok ? "Copied to the clipboard" : "Could not copy");
-      btn.classList.add(ok ? "copied" : "copy-failed");
-      setTimeout(() => btn.classList.remove("copied", "copy-failed"), 1600);
-      return;
-    }
-    const suggestion = e.target.closest("[data-suggest]");
-    if (suggestion) {
-      input.value = suggestion.dataset.suggest;
-      autosize();
-      syncComposer();
-      input.focus();
-    }
-  });
-
-  ns.toast = toast;
   boot();
 })(window.ChatUI = window.ChatUI || {});
