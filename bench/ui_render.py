@@ -5,14 +5,21 @@ more per frame, and each frame's update plus the layout it forces is timed.
 
     .venv/bin/python bench/ui_render.py [--tokens 4000] [--runs 3] [--full]
 
-`--full` also times re-rendering the whole text every frame (what the page did
-before), for comparison. Prints p50/p95/max per frame; writes
+`--full` also times re-rendering the whole text every frame with the same
+libraries (the way the page rendered before), once, for comparison. Prints p50/p95/max per frame; writes
 bench/out/ui_render.png and bench/out/ui_render.json. A benchmark, not a test:
-nothing here passes or fails."""
+nothing here passes or fails.
+
+The machine is shared (2 cores, often a load average far above 2), and a frame
+that is preempted or meets a garbage collection reads long on the wall clock.
+So the whole reply is rendered `--runs` times and two figures are given: the
+median run as measured, and each frame's fastest time over the runs ("best of
+N": contention only ever adds time, so this is the frame's own cost)."""
 import argparse
 import functools
 import http.server
 import json
+import os
 import statistics
 import threading
 from pathlib import Path
@@ -120,11 +127,14 @@ def plot(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    for name, color in (("incremental", "tab:blue"), ("full", "tab:gray")):
+    for name, key, color in (("full", "best_times", "tab:gray"), ("incremental", "times", "tab:cyan"),
+                             ("incremental", "best_times", "tab:blue")):
         if name in results:
-            times = results[name]["times"]
+            times = results[name][key]
+            stats = results[name] if key == "times" else results[name]["best"]
+            what = "median run" if key == "times" else f"best of {len(results[name]['p95_of_runs'])}"
             ax.plot(range(1, len(times) + 1), times, color=color, lw=0.6, alpha=0.8,
-                    label=f"{name}: p50 {results[name]['p50']:.2f} ms, p95 {results[name]['p95']:.2f} ms")
+                    label=f"{name}, {what}: p50 {stats['p50']:.2f} ms, p95 {stats['p95']:.2f} ms")
     ax.axhline(4, color="tab:red", ls="--", lw=1, label="4 ms budget (p95)")
     ax.set_xlabel("frame (one more token each)")
     ax.set_ylabel("update + layout (ms)")
@@ -145,28 +155,33 @@ def main() -> None:
 
     text = reply_text(args.tokens)
     server = _serve()
-    results = {"tokens": args.tokens, "chars": len(text)}
+    results = {"tokens": args.tokens, "chars": len(text), "runs": args.runs}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/harness")
         for name, full in (("incremental", False),) + ((("full", True),) if args.full else ()):
-            runs = [page.evaluate(MEASURE, [text, CHARS_PER_TOKEN, full]) for _ in range(args.runs)]
+            n = 1 if full else args.runs  # a full re-render per frame takes minutes per run
+            runs = [page.evaluate(MEASURE, [text, CHARS_PER_TOKEN, full]) for _ in range(n)]
+            best = [min(frame) for frame in zip(*(r["times"] for r in runs))]
             runs.sort(key=lambda r: pct(r["times"], 0.95))
             chosen = runs[len(runs) // 2]
             results[name] = {**summary(chosen["times"]), "final_ms": chosen["last"], "nodes": chosen["nodes"],
                              "p95_of_runs": [round(pct(r["times"], 0.95), 3) for r in runs],
-                             "times": chosen["times"]}
+                             "best": summary(best), "times": chosen["times"], "best_times": best}
         browser.close()
     server.shutdown()
     OUT.mkdir(parents=True, exist_ok=True)
-    print(f"{args.tokens}-token reply ({len(text)} chars), one token per frame, Chromium "
-          f"{'(median run of %d)' % args.runs}")
+    results["load_average"] = os.getloadavg()
+    print(f"{args.tokens}-token reply ({len(text)} chars), one token per frame, Chromium; {args.runs} runs; "
+          f"load average {results['load_average'][0]:.1f} on {os.cpu_count()} cores")
     for name in ("incremental", "full"):
         if name in results:
-            r = results[name]
-            print(f"  {name:12s} frames {r['frames']:5d}  p50 {r['p50']:6.3f} ms  p95 {r['p95']:6.3f} ms  "
-                  f"max {r['max']:7.3f} ms  (p95 of each run: {r['p95_of_runs']})")
+            r, b = results[name], results[name]["best"]
+            print(f"  {name:12s} median run  p50 {r['p50']:6.3f} ms  p95 {r['p95']:6.3f} ms  max {r['max']:7.3f} ms  "
+                  f"(p95 of each run: {r['p95_of_runs']})")
+            print(f"  {name:12s} best of {len(r['p95_of_runs'])}   p50 {b['p50']:6.3f} ms  p95 {b['p95']:6.3f} ms  "
+                  f"max {b['max']:7.3f} ms  ({b['frames']} frames)")
     print(f"  finishing the last block with colours: {results['incremental']['final_ms']:.2f} ms; "
           f"{results['incremental']['nodes']} elements")
     (OUT / "ui_render.json").write_text(json.dumps(results))
