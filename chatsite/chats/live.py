@@ -10,7 +10,7 @@ from django.db import transaction
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
-from chatsite.runs.stream_hub import get_hub
+from chatsite.runs.stream_hub import HubError, get_hub
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +52,17 @@ def latest_id(user_id: int) -> str:
 
 async def follow(user_id: int, last_id: str, timeout: float):
     """Yield lists of (id, event dict) after `last_id` as they come; an empty list
-    after each quiet `timeout`. Raises HubError when Redis goes away."""
+    after each quiet `timeout`. Ends when Redis goes away (the client reconnects
+    with the last id it saw)."""
     hub = get_hub()
     sub = await hub.subscribe(redis_keys.user_events(user_id), last_id)
     try:
         while True:
-            batch = await sub.next(timeout)
+            try:
+                batch = await sub.next(timeout)
+            except HubError as exc:
+                log.warning("user %s: events stream ended: %s", user_id, exc)
+                return
             yield [(entry_id, json.loads(fields["e"])) for entry_id, fields in batch or () if "e" in fields]
     finally:
         hub.unsubscribe(sub)

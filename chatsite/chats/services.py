@@ -66,7 +66,7 @@ def chat_create(*, tenant, owner, model: str, title: str | None = None, system_p
     chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=_clean_title(title))
     _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     chat.save()
-    live.chat_event(chat, live.CHAT_CREATED, title=str(chat))
+    live.chat_event(chat, live.CHAT_CREATED, title=chat.title)
     return chat
 
 
@@ -85,7 +85,7 @@ def chat_update(*, chat: Chat, title=None, model: str | None = None, system_prom
             max_tokens = min(chat.max_tokens, chat.pool.max_output_tokens)
     fields += _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     chat.save(update_fields=fields)
-    live.chat_event(chat, live.CHAT_UPDATED, title=str(chat))
+    live.chat_event(chat, live.CHAT_UPDATED, title=chat.title)
     return chat
 
 

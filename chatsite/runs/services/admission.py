@@ -247,7 +247,7 @@ def _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quo
     )
     run.user_message, run.assistant_message = asked, reply
     transaction.on_commit(lambda: run_dispatch(run))
-    live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=run.pk, title=str(chat))
+    live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=run.pk, title=chat.title)
     return run
 
 
