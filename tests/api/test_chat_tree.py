@@ -210,3 +210,21 @@ def test_chat_list_keyset_pages_and_the_listed_filter(client, tenant, user, pool
     assert [c["title"] for c in client.get("/api/chats/?listed=false").json()["results"]] == ["api"]
     assert_error(client.get("/api/chats/?before=nonsense"), 400, field="before")
     assert Chat.objects.filter(listed=False).count() == 1
+
+
+def test_actions_are_idempotent_and_wait_for_the_reply_in_progress(client, chat):
+    first = send(client, chat.pk, "Hi")
+    reply_id = first["assistant_message"]["id"]
+    busy = assert_error(client.post(f"/api/chats/{chat.pk}/messages/{reply_id}/select"), 409)
+    assert "still being generated" in busy["message"]
+    assert_error(client.post(f"/api/chats/{chat.pk}/messages/{reply_id}/regenerate", {}, content_type=J), 409)
+    finish(first["run"]["id"], "Hello")
+    url = f"/api/chats/{chat.pk}/messages/{reply_id}/regenerate"
+    one = client.post(url, {}, content_type=J, HTTP_IDEMPOTENCY_KEY="regen-1")
+    two = client.post(url, {}, content_type=J, HTTP_IDEMPOTENCY_KEY="regen-1")
+    assert one.status_code == two.status_code == 202
+    assert one.json()["run"]["id"] == two.json()["run"]["id"]
+    assert Message.objects.filter(chat=chat, role="assistant").count() == 2
+    err = assert_error(client.post(f"/api/chats/{chat.pk}/messages/{first['user_message']['id']}/regenerate", {},
+                                   content_type=J), 400, field="message")
+    assert "only a reply can be regenerated" in err["message"]
