@@ -160,7 +160,9 @@
       this.live = [];
     }
 
-    /* Show `text` (the reply so far; `final` once it is complete). */
+    /* Show `text` (the reply so far; `final` once it is complete: the last block
+     * gets its colours too). The last block stays replaceable, so a reply that is
+     * continued later carries on inside it. */
     update(text, final) {
       text = normalise(text);
       if (text.slice(0, this.done) !== this.source.slice(0, this.done)) this.reset();
@@ -168,12 +170,10 @@
       const tail = text.slice(this.done);
       const env = {};
       const tokens = md.parse(tail, env);
-      let cut = 0;
-      if (!final) {  // everything before the last top-level block is finished
-        for (let i = tokens.length - 1; i > 0; i--) {
-          const t = tokens[i];
-          if (t.level === 0 && t.map && t.nesting >= 0) { cut = i; break; }
-        }
+      let cut = 0;  // everything before the last top-level block is finished
+      for (let i = tokens.length - 1; i > 0; i--) {
+        const t = tokens[i];
+        if (t.level === 0 && t.map && t.nesting >= 0) { cut = i; break; }
       }
       if (cut > 0) {
         colour = true;
@@ -183,11 +183,10 @@
       }
       colour = !!final;
       const last = toDom(md.renderer.render(tokens.slice(cut), md.options, env));
+      colour = true;
       for (const node of this.live) node.remove();
       this.live = [...last.childNodes];
       this.target.append(last);
-      colour = true;
-      if (final) { this.done = text.length; this.live = []; }
     }
   }
 
