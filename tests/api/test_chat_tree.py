@@ -13,7 +13,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_finalize
 from chatsite.runs.streams import write_terminal
 from tests.api.helpers import assert_error, key_client
-from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
+from tests.factories import ChatFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 J = "application/json"
