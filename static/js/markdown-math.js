@@ -1,4 +1,5 @@
-/* A markdown-it plugin for TeX math: $…$ and \(…\) inline, $$…$$ and \[…\] as blocks.
+/* A markdown-it plugin for TeX math: $…$ and \(…\) inline, $$…$$ and \[…\] as blocks
+ * (\[…\] inside a line too, shown as a display formula).
  * `render(tex, display)` returns the HTML (see markdown.js: KaTeX's MathML). A `$`
  * opens math only when a non-space follows it, and closes only after a non-space when
  * no digit follows, so "costs $5 and $10" stays text. */
@@ -10,6 +11,7 @@
       const src = state.src, start = state.pos;
       let open, close;
       if (src.startsWith("\\(", start)) { open = "\\("; close = "\\)"; }
+      else if (src.startsWith("\\[", start)) { open = "\\["; close = "\\]"; }
       else if (src[start] === "$" && src[start + 1] !== "$") { open = "$"; close = "$"; }
       else return false;
       const from = start + open.length;
@@ -23,6 +25,7 @@
         const token = state.push("math_inline", "math", 0);
         token.content = src.slice(from, end);
         token.markup = open;
+        token.meta = { display: open === "\\[" };
       }
       state.pos = end + close.length;
       return true;
@@ -58,7 +61,7 @@
   ns.mathPlugin = (md, { render }) => {
     md.inline.ruler.before("escape", "math_inline", inlineRule(render));
     md.block.ruler.before("fence", "math_block", blockRule, { alt: ["paragraph", "reference", "blockquote", "list"] });
-    md.renderer.rules.math_inline = (tokens, i) => render(tokens[i].content, false);
+    md.renderer.rules.math_inline = (tokens, i) => render(tokens[i].content, !!(tokens[i].meta && tokens[i].meta.display));
     md.renderer.rules.math_block = (tokens, i) => "<div class=\"math-block\">" + render(tokens[i].content, true) + "</div>\n";
   };
 })(window.ChatUI = window.ChatUI || {});

@@ -70,8 +70,7 @@
       script.onerror = () => { katexState = "failed"; };
       document.head.append(script);
     }
-    const tag = display ? "pre" : "code";
-    return "<" + tag + ' class="math-pending">' + md.utils.escapeHtml(tex) + "</" + tag + ">";
+    return '<code class="math-pending">' + md.utils.escapeHtml(tex) + "</code>";  // until KaTeX is here
   }
 
   /* ---- HTML -> safe DOM ------------------------------------------------- */
@@ -119,7 +118,7 @@
 
   function toDom(html) {
     const frag = window.DOMPurify.sanitize(html);
-    frag.querySelectorAll("pre:not(.math-pending)").forEach(frame);
+    frag.querySelectorAll("pre").forEach(frame);
     return frag;
   }
 
