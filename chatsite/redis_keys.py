@@ -77,3 +77,13 @@ def sse_streams(tenant_id: int, user_id: int) -> str:
 def hub_wakeup(hub_id: str) -> str:
     """A web process's private stream, written to wake its blocked multiplexed read."""
     return f"hub:{hub_id}:wake"
+
+
+USER_EVENTS_MAXLEN = 500  # events kept per user (approximately): a window away longer reloads its lists
+USER_EVENTS_TTL_SECONDS = 86400  # a day without events and the stream is gone
+
+
+def user_events(user_id: int) -> str:
+    """A user's small events (chat created/renamed/deleted, a turn started, a version
+    chosen), followed by every open window of that user (SSE); MAXLEN and TTL above."""
+    return f"user:{user_id}:events"

@@ -61,9 +61,12 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     if remaining <= 0:
         return end(codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
                                      completion_tokens=reply.completion_tokens), "finalized")
+    messages, prefix = run.prompt_snapshot, ""
+    if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
+        messages, prefix = messages[:-1], messages[-1]["content"]
     try:
-        plan = rt.host.build_prompt(run.prompt_snapshot, max_prompt_tokens=rt.pool.context_length - remaining,
-                                    continuation=reply.text)
+        plan = rt.host.build_prompt(messages, max_prompt_tokens=rt.pool.context_length - remaining,
+                                    continuation=prefix + reply.text)
     except PromptTooLong as exc:
         return end(codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed")
     capped = False

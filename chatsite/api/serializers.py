@@ -93,14 +93,22 @@ class RunSerializer(serializers.ModelSerializer):
 
 class MessageSerializer(serializers.ModelSerializer):
     run = serializers.SerializerMethodField()
+    versions = serializers.SerializerMethodField()
 
     class Meta:
         model = Message
-        fields = ["id", "role", "content", "token_count", "created_at", "run"]
+        fields = ["id", "role", "content", "token_count", "created_at", "parent", "versions", "run"]
         extra_kwargs = {"content": {"help_text": "The text; an assistant message fills in when its run ends "
                                                  "(stream it from the run's events_url meanwhile)."},
                         "token_count": {"help_text": "Tokens of the content."},
-                        "created_at": {"help_text": "When the message was saved."}}
+                        "created_at": {"help_text": "When the message was saved."},
+                        "parent": {"help_text": "The message it follows (null for a first message)."}}
+
+    @extend_schema_field(serializers.ListField(
+        child=serializers.IntegerField(), help_text="The ids of this turn's versions (this message and its "
+        "siblings: regenerated replies, edited messages), oldest first; POST .../select to show another."))
+    def get_versions(self, msg) -> list[int]:
+        return getattr(msg, "versions", None) or [msg.pk]
 
     @extend_schema_field(RunSerializer(allow_null=True))
     def get_run(self, msg):
@@ -113,10 +121,28 @@ class ChatSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Chat
-        fields = ["id", "title", "model", "created_at", "updated_at"]
+        fields = ["id", "title", "model", "system_prompt", "temperature", "max_tokens", "listed", "created_at",
+                  "updated_at"]
         extra_kwargs = {"title": {"help_text": "The chat's name; the first message names it when empty."},
+                        "system_prompt": {"help_text": "Instructions the model reads before the conversation."},
+                        "temperature": {"help_text": "Sampling temperature of its runs; null: the model's default."},
+                        "max_tokens": {"help_text": "Reply length of its runs; null: the model's default."},
+                        "listed": {"help_text": "Shown in the web chat list; false for chats the "
+                                                "OpenAI-compatible API made (one per call)."},
                         "created_at": {"help_text": "When the chat was started."},
                         "updated_at": {"help_text": "When it last changed (a message, a rename)."}}
+
+
+class ChatSearchResult(ChatSerializer):
+    snippet = serializers.CharField(help_text="Text of a matching message around the match, with each match "
+                                              "between U+2063 '[' and ']' U+2063; empty if only the title matched.")
+
+    class Meta(ChatSerializer.Meta):
+        fields = ChatSerializer.Meta.fields + ["snippet"]
+
+
+class ChatSearchResponse(serializers.Serializer):
+    results = ChatSearchResult(many=True)
 
 
 class ChatPage(serializers.Serializer):
@@ -127,7 +153,7 @@ class ChatPage(serializers.Serializer):
 
 
 class MessagePage(serializers.Serializer):
-    count = serializers.IntegerField(help_text="How many messages the chat has in all.")
+    count = serializers.IntegerField(help_text="How many messages the chat's chosen path has in all.")
     next = serializers.CharField(allow_null=True, help_text="The URL of the next page, or null on the last page.")
     previous = serializers.CharField(allow_null=True, help_text="The URL of the previous page, or null.")
     results = MessageSerializer(many=True)
@@ -142,7 +168,21 @@ class ChatCreateRequest(serializers.Serializer):
                                   help_text="Optional; the first message names the chat when left empty.")
 
 
-class ChatUpdateRequest(serializers.Serializer):
+class ChatSettings(serializers.Serializer):
+    system_prompt = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=8000,
+                                          help_text="Instructions the model reads first; empty or null: none.")
+    temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2,
+                                         help_text="0 to 2 for this chat's runs; null: the model's default.")
+    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1,
+                                          help_text="Reply length for this chat's runs, at most the model's "
+                                                    "max_output_tokens; null: the model's default.")
+
+
+class ChatCreateWithSettings(ChatCreateRequest, ChatSettings):
+    pass
+
+
+class ChatUpdateRequest(ChatSettings):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text="A new name.")
     model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
 
@@ -169,10 +209,32 @@ class MessageCreateRequest(serializers.Serializer):
     ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
 
 
+class MessageEditRequest(MessageCreateRequest):
+    pass
+
+
+class RegenerateRequest(serializers.Serializer):
+    model = serializers.CharField(required=False, help_text=MODEL_HELP + " Answers with that model this once.")
+    max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="Reply length cap.")
+    temperature = serializers.FloatField(required=False, min_value=0, max_value=2, help_text="0 to 2.")
+    top_p = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="Greater than 0, at most 1.")
+    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, help_text="Sampling seed.")
+    priority = serializers.ChoiceField(choices=["interactive", "batch"], required=False, help_text="Tier.")
+
+
+class ContinueRequest(serializers.Serializer):
+    max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="How many more tokens at most.")
+
+
 class MessagePostedResponse(serializers.Serializer):
     run = RunSerializer()
     user_message = MessageSerializer()
     assistant_message = MessageSerializer()
+
+
+class PathResponse(serializers.Serializer):
+    leaf = serializers.IntegerField(help_text="The last message of the chosen path now.")
+    results = MessageSerializer(many=True, help_text="The chosen path from the selected message down, oldest first.")
 
 
 class ModelSerializer(serializers.Serializer):

@@ -1,13 +1,22 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatsite.api import views_account, views_chats, views_runs
+from chatsite.api import views_account, views_chats, views_messages, views_runs
+
+MESSAGE = "chats/<int:chat_id>/messages/<int:message_id>/"
 
 # GET /api/runs/{id}/events is the Channels consumer routed in chatsite/asgi.py.
 urlpatterns = [
     path("chats/", views_chats.ChatListView.as_view()),
+    path("chats/search/", views_chats.ChatSearchView.as_view()),
     path("chats/<int:chat_id>/", views_chats.ChatDetailView.as_view()),
-    path("chats/<int:chat_id>/messages/", views_chats.MessageListView.as_view()),
+    path("chats/<int:chat_id>/export.md", views_chats.ChatExportMarkdownView.as_view()),
+    path("chats/<int:chat_id>/export.json", views_chats.ChatExportJsonView.as_view()),
+    path("chats/<int:chat_id>/messages/", views_messages.MessageListView.as_view()),
+    path(MESSAGE + "regenerate", views_messages.RegenerateView.as_view()),
+    path(MESSAGE + "edit", views_messages.EditView.as_view()),
+    path(MESSAGE + "continue", views_messages.ContinueView.as_view()),
+    path(MESSAGE + "select", views_messages.SelectView.as_view()),
     path("runs/<int:run_id>/", views_runs.RunDetailView.as_view()),
     path("runs/<int:run_id>/cancel", views_runs.RunCancelView.as_view()),
     path("models/", views_runs.ModelListView.as_view()),

@@ -1,37 +1,77 @@
-"""Chats and their messages."""
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+"""Chats: list, create, settings, delete, search and export."""
+from django.http import HttpResponse
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from chatsite.api import serializers as s
 from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.pagination import PAGE_PARAMETERS, paginate
-from chatsite.chats.selectors import chat_get, chats_for, messages_for
-from chatsite.chats.services import chat_create, chat_delete, chat_update
-from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_submit
+from chatsite.chats import export
+from chatsite.chats.selectors import chat_get, chat_search, chats_for
+from chatsite.chats.services import UNSET, chat_create, chat_delete, chat_update
+from chatsite.errors import InvalidInput
 
 TAGS = ["chats"]
+SETTINGS = ("system_prompt", "temperature", "max_tokens")
+LIST_PARAMETERS = PAGE_PARAMETERS + [
+    OpenApiParameter("listed", {"type": "boolean"}, description="true: only the chats the web chat list shows "
+                     "(not those the OpenAI-compatible API made); false: only those."),
+    OpenApiParameter("before", str, description="Keyset paging: the chats after this position, as "
+                     "`<updated_at>,<id>` of the last chat you have. The `next` link carries it."),
+]
+
+
+def _settings(data: dict) -> dict:
+    return {name: data[name] if name in data else UNSET for name in SETTINGS}
+
+
+def _keyset(request, chats):
+    """Chats after the `before` cursor (newest first), without an offset that shifts as chats move."""
+    raw = request.query_params.get("before")
+    if raw is None:
+        return chats, False
+    stamp, _, pk = raw.rpartition(",")
+    when = parse_datetime(stamp) if stamp else None
+    if when is None or not pk.isdigit():
+        raise InvalidInput("before must be '<updated_at>,<id>' of a chat, as the next link gives it", field="before")
+    return chats.filter(updated_at__lte=when).exclude(updated_at=when, id__gte=int(pk)), True
 
 
 class ChatListView(TenantScoped, APIView):
-    @extend_schema(operation_id="chats_list",
-                   summary="List your chats, newest first", tags=TAGS, parameters=PAGE_PARAMETERS,
-                   responses={200: s.ChatPage, **errors(400, *READ_ERRORS)})
+    @extend_schema(operation_id="chats_list", summary="List your chats, newest first", tags=TAGS,
+                   parameters=LIST_PARAMETERS, responses={200: s.ChatPage, **errors(400, *READ_ERRORS)})
     def get(self, request):
         chats = chats_for(tenant=self.tenant, user=request.user)
-        return Response(paginate(request, chats, lambda rows: s.ChatSerializer(rows, many=True).data))
+        listed = request.query_params.get("listed")
+        if listed is not None:
+            if listed not in ("true", "false"):
+                raise InvalidInput("listed must be true or false", field="listed")
+            chats = chats.filter(listed=listed == "true")
+        chats, keyset = _keyset(request, chats)
+        page = paginate(request, chats, lambda rows: s.ChatSerializer(rows, many=True).data)
+        if keyset:  # the next page starts after this page's last chat
+            last = page["results"][-1] if page["results"] else None
+            url = remove_query_param(page["next"], "offset") if page["next"] and last else None
+            page.update(next=url and replace_query_param(url, "before", f"{last['updated_at']},{last['id']}"),
+                        previous=None)
+        return Response(page)
 
     @extend_schema(operation_id="chats_create",
-                   summary="Start a chat with a model", tags=TAGS, request=s.ChatCreateRequest,
-                   examples=[OpenApiExample("New chat", value={"model": "flagship", "title": "Loops"},
-                                            request_only=True)],
+                   summary="Start a chat with a model", tags=TAGS, request=s.ChatCreateWithSettings,
+                   examples=[OpenApiExample("New chat", request_only=True, value={
+                       "model": "flagship", "title": "Loops", "system_prompt": "Answer briefly.",
+                       "temperature": 0.3, "max_tokens": 400})],
                    responses={201: s.ChatSerializer, **errors(*WRITE_ERRORS)})
     def post(self, request):
         data = self.body()
-        chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"))
+        chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"),
+                           **_settings(data))
         return Response(s.ChatSerializer(chat).data, status=status.HTTP_201_CREATED)
 
 
@@ -42,12 +82,14 @@ class ChatDetailView(TenantScoped, APIView):
         return Response(s.ChatSerializer(chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)).data)
 
     @extend_schema(operation_id="chats_update",
-                   summary="Rename a chat or switch its model", tags=TAGS, request=s.ChatUpdateRequest,
-                   responses={200: s.ChatSerializer, **errors(*WRITE_ERRORS)})
+                   summary="Rename a chat, switch its model, or change its settings", tags=TAGS,
+                   description="Settings (system_prompt, temperature, max_tokens) apply to the chat's next runs; "
+                               "null clears one. Fields left out stay as they are.",
+                   request=s.ChatUpdateRequest, responses={200: s.ChatSerializer, **errors(*WRITE_ERRORS)})
     def patch(self, request, chat_id: int):
         data = self.body()
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
-        chat = chat_update(chat=chat, title=data.get("title"), model=data.get("model"))
+        chat = chat_update(chat=chat, title=data.get("title"), model=data.get("model"), **_settings(data))
         return Response(s.ChatSerializer(chat).data)
 
     @extend_schema(operation_id="chats_delete", summary="Delete a chat and its messages", tags=TAGS,
@@ -58,40 +100,43 @@ class ChatDetailView(TenantScoped, APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MessageListView(TenantScoped, APIView):
-    @extend_schema(operation_id="messages_list",
-                   summary="A chat's messages, oldest first", tags=TAGS, parameters=PAGE_PARAMETERS,
-                   responses={200: s.MessagePage, **errors(400, *READ_ERRORS)})
+class ChatSearchView(TenantScoped, APIView):
+    @extend_schema(operation_id="chats_search", summary="Search your chats' titles and messages", tags=TAGS,
+                   description="Full-text search (English stemming; the last word also matches as a prefix) "
+                               "over the titles and every message of the chats the web chat list shows. "
+                               "Newest first, at most `limit` (default 20, at most 50).",
+                   parameters=[OpenApiParameter("q", str, required=True, description="The words to find."),
+                               OpenApiParameter("limit", int, description="1 to 50 (default 20).")],
+                   responses={200: s.ChatSearchResponse, **errors(400, 401, 503)})
+    def get(self, request):
+        raw = request.query_params.get("limit", "20")
+        if not raw.isdigit() or not 1 <= int(raw) <= 50:
+            raise InvalidInput("limit must be an integer from 1 to 50", field="limit")
+        found = chat_search(tenant=self.tenant, user=request.user, q=request.query_params.get("q"), limit=int(raw))
+        return Response({"results": s.ChatSearchResult(found, many=True).data})
+
+
+def _download(body: str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+class ChatExportMarkdownView(TenantScoped, APIView):
+    @extend_schema(operation_id="chats_export_markdown", summary="Download a chat as Markdown", tags=TAGS,
+                   description="The chosen path of the conversation, as a Markdown document.",
+                   responses={(200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR), **errors(*READ_ERRORS)})
     def get(self, request, chat_id: int):
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
-        return Response(paginate(request, messages_for(chat=chat),
-                                 lambda rows: s.MessageSerializer(rows, many=True).data))
+        return _download(export.as_markdown(chat=chat), "text/markdown; charset=utf-8", export.filename(chat, "md"))
 
-    @extend_schema(
-        operation_id="messages_create", summary="Send a message; the reply is generated by a run", tags=TAGS,
-        description="Returns 202 at once with the user's message, the (empty) assistant message and the run. "
-                    "Read the reply from `run.events_url` (Server-Sent Events), or poll `GET /api/runs/{id}/`. "
-                    "`model` answers this one message with another model; the chat keeps its own. "
-                    "Send an `Idempotency-Key` header to make retries safe: a repeat returns the first run "
-                    "(202) instead of creating another. One reply at a time per chat (409 otherwise). "
-                    "A refused message writes nothing.",
-        request=s.MessageCreateRequest,
-        examples=[OpenApiExample("A question", request_only=True, value={
-            "content": "What does a for loop do?", "max_tokens": 16, "temperature": 0.7, "seed": 1})],
-        parameters=[OpenApiParameter("Idempotency-Key", {"type": "string", "maxLength": 200},
-                                     OpenApiParameter.HEADER,
-                                     description="Any unique string per logical request, e.g. a UUID.")],
-        responses={202: s.MessagePostedResponse, **errors(*WRITE_ERRORS, 409, 429, 503)},
-    )
-    def post(self, request, chat_id: int):
-        data = self.body()
+
+class ChatExportJsonView(TenantScoped, APIView):
+    @extend_schema(operation_id="chats_export_json", summary="Download a chat as JSON", tags=TAGS,
+                   description="The chat, its settings and every message of every branch (each with its "
+                               "`parent`), with `path`: the ids of the chosen path, oldest first.",
+                   responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
+                              **errors(*READ_ERRORS)})
+    def get(self, request, chat_id: int):
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
-        run = run_submit(
-            chat=chat, content=data.get("content"), model=data.get("model"), max_tokens=data.get("max_tokens"),
-            temperature=data.get("temperature"), top_p=data.get("top_p"), stop=data.get("stop"),
-            seed=data.get("seed"), ignore_eos=data.get("ignore_eos"), tier=data.get("priority", "interactive"),
-            source=GenerationRun.Source.API, idempotency_key=request.headers.get("Idempotency-Key", ""),
-        )
-        body = {"run": s.RunSerializer(run).data, "user_message": s.MessageSerializer(run.user_message).data,
-                "assistant_message": s.MessageSerializer(run.assistant_message).data}
-        return Response(body, status=status.HTTP_202_ACCEPTED)
+        return _download(export.as_json(chat=chat), "application/json", export.filename(chat, "json"))

@@ -1,6 +1,14 @@
-"""Conversations and their messages."""
+"""Conversations and their messages, as a tree.
+
+Each message has a parent (None for the first message of a branch); siblings are
+versions of one turn (a regenerated reply, an edited question). The chat
+remembers the leaf of the path its owner chose; the next prompt is that path."""
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
+
+SEARCH_CONFIG = "english"  # the text search configuration of the search indexes and queries
 
 
 class Chat(models.Model):
@@ -8,12 +16,20 @@ class Chat(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chats")
     title = models.CharField(max_length=200, blank=True)
     pool = models.ForeignKey("pools.ModelPool", on_delete=models.PROTECT, related_name="chats")
+    current_leaf = models.ForeignKey("chats.Message", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+", help_text="The last message of the chosen path.")
+    system_prompt = models.TextField(blank=True)
+    temperature = models.FloatField(null=True, blank=True, help_text="Empty: the model's default.")
+    max_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Reply length; empty: the default.")
+    listed = models.BooleanField(default=True, help_text="Shown in the web sidebar and search; chats made by "
+                                                         "/v1/chat/completions are not.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-updated_at", "-id"]
-        indexes = [models.Index(fields=["tenant", "owner", "-updated_at"])]
+        indexes = [models.Index(fields=["tenant", "owner", "-updated_at"]),
+                   GinIndex(SearchVector("title", config=SEARCH_CONFIG), name="chats_chat_title_fts")]
 
     def __str__(self) -> str:
         return self.title or f"Chat {self.pk}"
@@ -26,6 +42,11 @@ class Message(models.Model):
         ASSISTANT = "assistant"
 
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    depth = models.PositiveIntegerField(default=0, help_text="Messages above it on its path.")
+    # A reply continued past the length limit is replaced by the longer one (a new row, since each
+    # run has its own message); the replaced one keeps its run's record but is no longer a version.
+    replaced_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
     token_count = models.PositiveIntegerField(default=0)
@@ -33,6 +54,8 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["id"]
+        indexes = [models.Index(fields=["chat", "parent"]),
+                   GinIndex(SearchVector("content", config=SEARCH_CONFIG), name="chats_message_fts")]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"

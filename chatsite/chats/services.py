@@ -1,6 +1,10 @@
-"""Writes for chats."""
-from django.conf import settings
+"""Writes for chats: create, rename, settings, delete, choosing a version."""
+import math
 
+from django.conf import settings
+from django.db import connection, transaction
+
+from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
@@ -10,6 +14,9 @@ from chatsite.runs.validation import clean_text
 
 MAX_TITLE_CHARS = 200
 MAX_HISTORY_MESSAGES = 200
+MAX_SYSTEM_PROMPT_CHARS = 8000
+UNSET = object()  # "leave this setting as it is" (None clears it)
+ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
 
 
 def _clean_title(title) -> str:
@@ -26,15 +33,47 @@ def _pool(tenant, model):
     return pool_for_tenant(tenant, model)
 
 
-def chat_create(*, tenant, owner, model: str, title: str | None = None) -> Chat:
-    """A new chat on pool `model`. Raises InvalidInput for a missing, unknown or
-    disabled model and for a bad title."""
-    pool = _pool(tenant, model)
-    return Chat.objects.create(tenant=tenant, owner=owner, pool=pool, title=_clean_title(title))
+def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> list[str]:
+    """Validate and set the chat's own settings; returns the fields changed."""
+    fields = []
+    if system_prompt is not UNSET:
+        chat.system_prompt = clean_text("" if system_prompt is None else system_prompt, field="system_prompt",
+                                        max_chars=MAX_SYSTEM_PROMPT_CHARS, allow_empty=True).strip()
+        fields.append("system_prompt")
+    if temperature is not UNSET:
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                        or not math.isfinite(temperature) or not 0 <= temperature <= 2):
+            raise InvalidInput("temperature must be a number from 0 to 2, or null for the model's default",
+                               field="temperature")
+        chat.temperature = None if temperature is None else float(temperature)
+        fields.append("temperature")
+    if max_tokens is not UNSET:
+        limit = chat.pool.max_output_tokens
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or not 1 <= max_tokens <= limit):
+            raise InvalidInput(f"max_tokens must be an integer from 1 to {limit} for model {chat.pool.name!r}, "
+                               f"or null for the default", field="max_tokens")
+        chat.max_tokens = max_tokens
+        fields.append("max_tokens")
+    return fields
 
 
-def chat_update(*, chat: Chat, title=None, model: str | None = None) -> Chat:
-    """Rename a chat and/or switch its model for the next turns."""
+def chat_create(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
+                max_tokens=UNSET) -> Chat:
+    """A new chat on pool `model`, with optional settings (a system prompt, a
+    temperature, a reply length) its runs use. Raises InvalidInput for a missing,
+    unknown or disabled model and for a bad title or setting."""
+    chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=_clean_title(title))
+    _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
+    chat.save()
+    live.chat_event(chat, live.CHAT_CREATED, title=chat.title)
+    return chat
+
+
+def chat_update(*, chat: Chat, title=None, model: str | None = None, system_prompt=UNSET, temperature=UNSET,
+                max_tokens=UNSET) -> Chat:
+    """Rename a chat, switch its model for the next turns, and/or change its
+    settings (None clears a setting). Raises InvalidInput naming the bad field."""
     fields = ["updated_at"]
     if title is not None:
         chat.title = _clean_title(title)
@@ -42,22 +81,54 @@ def chat_update(*, chat: Chat, title=None, model: str | None = None) -> Chat:
     if model is not None:
         chat.pool = _pool(chat.tenant, model)
         fields.append("pool")
+        if chat.max_tokens is not None and max_tokens is UNSET:
+            max_tokens = min(chat.max_tokens, chat.pool.max_output_tokens)
+    fields += _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     chat.save(update_fields=fields)
+    live.chat_event(chat, live.CHAT_UPDATED, title=chat.title)
     return chat
 
 
 def chat_delete(*, chat: Chat) -> None:
     """Delete a chat and its messages; refused while a reply is being generated."""
-    if chat.runs.filter(status__in=[GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING]).exists():
+    if chat.runs.filter(status__in=ACTIVE).exists():
         raise Conflict("a reply is still being generated in this chat; stop it first")
+    live.chat_event(chat, live.CHAT_DELETED)
     chat.delete()
+
+
+def message_select(*, chat: Chat, message: Message) -> int:
+    """Make `message` (a version of its turn) part of the chosen path, down to the
+    newest message below it; the next prompt follows that path. Returns the new
+    leaf's id. Refused (Conflict) while a reply is being generated in the chat."""
+    if message.replaced_by_id is not None:
+        raise InvalidInput("this reply was continued; choose the continued one", field="message")
+    with transaction.atomic():
+        locked = Chat.objects.select_for_update().get(pk=chat.pk)
+        if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
+            raise Conflict("a reply is still being generated in this chat; wait for it or stop it first")
+        leaf = tree.newest_below(chat_id=chat.pk, message_id=message.pk)
+        locked.current_leaf_id = leaf
+        locked.save(update_fields=["current_leaf"])  # choosing a version is not a change to list the chat by
+        chat.current_leaf_id = leaf
+        live.chat_event(chat, live.PATH_CHANGED, anchor=message.parent_id, leaf=leaf)
+    return leaf
+
+
+def _reserve_ids(n: int) -> list[int]:
+    """`n` new message ids from the table's sequence, so a chain can be written in one INSERT."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                    [Message._meta.db_table, n])
+        return [row[0] for row in cur.fetchall()]
 
 
 def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
     """A new chat on pool `model` holding `history` ({role, content} dicts, oldest
-    first; roles system, user or assistant; content may be empty) as its messages,
-    so that the next run's prompt is built from them. Call it inside a transaction
-    with the run's admission, so a refused run leaves no chat behind.
+    first; roles system, user or assistant; content may be empty) as one path of
+    messages, so that the next run's prompt is built from them. The chat is not
+    listed in the web sidebar (the OpenAI-compatible API makes one per call). Call
+    it inside a transaction with the run's admission, so a refused run leaves no chat behind.
 
     Raises InvalidInput for a bad model, role or content (field `messages[i]...`)."""
     pool = _pool(tenant, model)
@@ -72,7 +143,11 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
         content = clean_text(item.get("content"), field=f"messages[{i}].content", max_chars=max_chars,
                              allow_empty=True)
         rows.append((item["role"], content))
-    chat = Chat.objects.create(tenant=tenant, owner=owner, pool=pool)
-    Message.objects.bulk_create([Message(chat=chat, role=role, content=content,
-                                         token_count=count_tokens(pool.model, content)) for role, content in rows])
+    ids = _reserve_ids(len(rows)) if rows else []
+    # The leaf is written before its row: the foreign key is checked at commit (deferred).
+    chat = Chat.objects.create(tenant=tenant, owner=owner, pool=pool, listed=False,
+                               current_leaf_id=ids[-1] if ids else None)
+    Message.objects.bulk_create([
+        Message(id=pk, chat=chat, parent_id=ids[i - 1] if i else None, depth=i, role=role, content=content,
+                token_count=count_tokens(pool.model, content)) for i, (pk, (role, content)) in enumerate(zip(ids, rows))])
     return chat

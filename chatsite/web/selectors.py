@@ -6,18 +6,20 @@ is still being generated (read from its stream), so a reload shows the text at
 once and the browser attaches to the stream right after it."""
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import quote
 
 from django.utils import timezone
+from rest_framework.fields import DateTimeField
 
 from chatsite.api.serializers import RunSerializer
 from chatsite.chats.models import Chat, Message
-from chatsite.chats.selectors import chats_for, messages_for
+from chatsite.chats.selectors import listed_chats_for, path_page, with_versions
 from chatsite.pools.health import live_workers, pool_is_up
 from chatsite.pools.selectors import pools_for_tenant
 from chatsite.runs.stream import log as stream_log
 
-SIDEBAR_LIMIT = 200  # chats listed in the sidebar
-PAGE_MESSAGES = 400  # newest messages rendered on a chat page
+SIDEBAR_LIMIT = 50  # chats in the sidebar's first page; older ones load on scroll (GET /api/chats/?before=)
+PAGE_MESSAGES = 40  # newest messages of the chosen path on a chat page; older ones load on scroll
 
 
 @dataclass(frozen=True)
@@ -33,17 +35,29 @@ def model_options(*, tenant) -> list[ModelOption]:
     return [ModelOption(p.name, p.display_name, pool_is_up(p.name, workers)) for p in pools_for_tenant(tenant)]
 
 
-def sidebar_groups(*, tenant, user) -> list[tuple[str, list[Chat]]]:
-    """The user's chats, newest first, in date groups ("Today", "Previous 7 days", ...)."""
-    now = timezone.localtime()
+def date_group(when, now=None) -> str:
+    """The sidebar's date group for a chat last changed at `when` (static/js/sidebar.js has the same bounds)."""
+    now = now or timezone.localtime()
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     bounds = [("Today", today), ("Yesterday", today - timedelta(days=1)),
               ("Previous 7 days", today - timedelta(days=7)), ("Previous 30 days", today - timedelta(days=30))]
+    return next((name for name, start in bounds if when >= start), "Older")
+
+
+def sidebar_groups(*, tenant, user) -> tuple[list[tuple[str, list[Chat]]], str | None]:
+    """The newest listed chats in date groups ("Today", "Previous 7 days", ...), and
+    the URL of the next (older) page, or None."""
+    rows = list(listed_chats_for(tenant=tenant, user=user)[:SIDEBAR_LIMIT + 1])
+    now = timezone.localtime()
     groups: dict[str, list[Chat]] = {}
-    for chat in chats_for(tenant=tenant, user=user)[:SIDEBAR_LIMIT]:
-        label = next((name for name, start in bounds if chat.updated_at >= start), "Older")
-        groups.setdefault(label, []).append(chat)
-    return list(groups.items())
+    for chat in rows[:SIDEBAR_LIMIT]:
+        groups.setdefault(date_group(chat.updated_at, now), []).append(chat)
+    nxt = None
+    if len(rows) > SIDEBAR_LIMIT:
+        last = rows[SIDEBAR_LIMIT - 1]
+        stamp = DateTimeField().to_representation(last.updated_at)  # as the API writes it
+        nxt = f"/api/chats/?listed=true&limit={SIDEBAR_LIMIT}&before={quote(f'{stamp},{last.pk}')}"
+    return list(groups.items()), nxt
 
 
 def live_reply(run_id: int) -> dict:
@@ -55,20 +69,26 @@ def live_reply(run_id: int) -> dict:
     return {"text": reply.text, "have": reply.completion_tokens, "last_event_id": reply.last_token_id}
 
 
-def chat_messages(*, chat: Chat) -> list[dict]:
-    """The chat's newest messages, oldest first, each with its run (as the API
-    shows it) and, for a reply still being generated, its text so far."""
-    rows = list(messages_for(chat=chat).exclude(role=Message.Role.SYSTEM).order_by("-id")[:PAGE_MESSAGES])
-    out = []
-    for msg in reversed(rows):
-        run = getattr(msg, "run", None) if msg.role == Message.Role.ASSISTANT else None
-        item = {"id": msg.pk, "role": msg.role, "content": msg.content,
-                "run": RunSerializer(run).data if run is not None else None, "live": None}
-        if run is not None and not run.is_terminal:
-            item["live"] = live_reply(run.pk)
-            item["content"] = item["live"]["text"]
-        out.append(item)
-    return out
+def message_item(msg: Message) -> dict:
+    """A message as the page's script reads it (the API's shape, plus the text so far
+    of a reply still being generated)."""
+    run = getattr(msg, "run", None) if msg.role == Message.Role.ASSISTANT else None
+    item = {"id": msg.pk, "role": msg.role, "content": msg.content, "parent": msg.parent_id,
+            "versions": getattr(msg, "versions", [msg.pk]),
+            "run": RunSerializer(run).data if run is not None else None, "live": None}
+    if run is not None and not run.is_terminal:
+        item["live"] = live_reply(run.pk)
+        item["content"] = msg.content + item["live"]["text"]  # a continued reply starts with its text so far
+    return item
+
+
+def chat_messages(*, chat: Chat) -> tuple[list[dict], bool]:
+    """The chosen path's newest messages, oldest first, with their versions, each
+    run (as the API shows it) and a running reply's text so far; and whether older
+    messages remain to load."""
+    page = path_page(chat=chat, limit=PAGE_MESSAGES)
+    msgs = [m for m in with_versions(chat=chat, messages=page.messages) if m.role != Message.Role.SYSTEM]
+    return [message_item(m) for m in msgs], page.more_before
 
 
 def current_model(models: list[ModelOption], chat: Chat | None) -> ModelOption | None:

@@ -3,7 +3,7 @@ from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import path, re_path
 from django.views.decorators.cache import cache_control
 
-from chatsite.web import views
+from chatsite.web import live_views, views
 from chatsite.web.csp import with_csp
 from chatsite.web.forms import LoginForm
 
@@ -17,6 +17,7 @@ urlpatterns = [
     path("c/<int:chat_id>/", views.chat_page, name="chat"),
     path("c/<int:chat_id>/rename", views.chat_rename, name="chat-rename"),
     path("c/<int:chat_id>/delete", views.chat_remove, name="chat-delete"),
+    path("events", live_views.user_events, name="user-events"),
     path("healthz", views.healthz, name="healthz"),
     # daphne serves no static files of its own; the UI's few small assets come
     # from the finders here (a CDN or whitenoise in front would cache them better).

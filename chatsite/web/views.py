@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chatsite.api.errors import json_handler404, json_handler500
+from chatsite.chats import live
 from chatsite.chats.selectors import chat_get
 from chatsite.chats.services import chat_delete, chat_update
 from chatsite.errors import NotFound, ServiceError
@@ -44,17 +45,25 @@ def _owned_chat(tenant, request, chat_id):
         raise Http404("no such chat") from None
 
 
+def _chat_data(chat) -> dict:
+    return {"id": chat.pk, "title": str(chat), "model": chat.pool.name, "system_prompt": chat.system_prompt,
+            "temperature": chat.temperature, "max_tokens": chat.max_tokens}
+
+
 def _page(request, tenant, chat):
+    events_after = live.latest_id(request.user.pk)  # first: what changes while the page is read is sent after it
     models = selectors.model_options(tenant=tenant)
     current = selectors.current_model(models, chat)
-    messages_data = selectors.chat_messages(chat=chat) if chat else []
+    messages_data, more_before = selectors.chat_messages(chat=chat) if chat else ([], False)
+    groups, chats_next = selectors.sidebar_groups(tenant=tenant, user=request.user)
     page = {
-        "chat": {"id": chat.pk, "title": str(chat), "model": chat.pool.name} if chat else None,
+        "chat": _chat_data(chat) if chat else None,
         "models": [asdict(m) for m in models],
-        "messages": messages_data,
+        "messages": messages_data, "more_before": more_before,
+        "chats_next": chats_next, "events_after": events_after,
     }
     context = {
-        "chat": chat, "groups": selectors.sidebar_groups(tenant=tenant, user=request.user),
+        "chat": chat, "groups": groups,
         "models": models, "current_model": current.id if current else "",
         "current_up": bool(current and current.up), "messages_data": messages_data, "page": page,
     }

@@ -1,6 +1,10 @@
 /* The chat page: boots the server-rendered conversation, sends messages through
  * the REST API, follows replies, and shows stop, retry and connection states.
  *
+ * Actions on a message (regenerate, edit, continue, another version) go through
+ * the REST API too; what other windows of the same user do arrives on the user's
+ * event stream (live.js) and is shown here and in the sidebar.
+ *
  * For tests and power users: `ChatUI.sendExtra = {max_tokens: 500}` is merged into
  * every message posted; `ChatUI.replies[runId].text` is a reply's raw text. */
 (function (ns) {
@@ -8,14 +12,15 @@
 
   const $ = (id) => document.getElementById(id);
   const page = JSON.parse($("page-data").textContent);
-  const state = { chat: page.chat, active: null, sending: false };
+  const toast = (text) => ns.toast(text), setConn = (s) => ns.setConn(s);
+  const state = { chat: page.chat, active: null, sending: false, pending: 0, queued: [], moreBefore: page.more_before };
   const thread = $("thread"), input = $("composer-input"), form = $("composer");
   const sendBtn = $("send-btn"), stopBtn = $("stop-btn"), conn = $("conn"), empty = $("empty");
   const modelSelect = $("model-select"), modelState = $("model-state"), jump = $("jump"), hint = $("composer-hint");
 
   ns.state = state;
-  ns.replies = {};
   ns.sendExtra = null;
+  ns.busy = () => !!state.active || state.sending;
 
   ns.announce = (text) => {
     const region = $("announcer");
@@ -29,27 +34,28 @@
       else if (state.active === reply) { state.active = null; setConn(""); }
       const hadFocus = document.activeElement === stopBtn || document.activeElement === sendBtn;
       syncComposer();
+      ns.thread.refreshFeet(hooks);
       if (hadFocus) input.focus();
     },
     onState(reply, s) { if (reply === state.active) setConn(s); },
-    onRetry(reply) { retryAfterFailure(reply); },
+    onRegenerate: (reply) => act(() => regenerate(reply)),
+    onContinue: (reply) => act(() => carryOn(reply)),
+    onPick: (id, other) => act(() => pick(id, other)),
+    onEdit: (article, message, text) => act(() => edit(article, message, text)),
   };
 
   /* ---- boot ------------------------------------------------------------ */
 
   function boot() {
     for (const m of page.messages) {
-      if (m.role !== "assistant") continue;
-      const article = thread.querySelector('[data-message-id="' + m.id + '"]');
-      const reply = new ns.Reply(article, { run: m.run, text: m.content, hooks });
-      reply.render();
-      if (!m.run) continue;
-      ns.replies[m.run.id] = reply;
-      if (reply.active) reply.follow(m.live); else reply.renderFoot();
+      const article = ns.thread.articleOf(m.id);
+      if (article) ns.thread.mount(article, m, hooks);
     }
+    ns.thread.watchTop(hooks);
     ns.scroll.toBottom();
     syncComposer();
     if (!matchMedia("(max-width: 820px)").matches) input.focus({ preventScroll: true });
+    ns.live.start(page.events_after, onEvent);
   }
 
   /* ---- composer -------------------------------------------------------- */
@@ -113,25 +119,32 @@
     post({ content, key: ns.api.newKey(), el: addUserBubble(content) });
   }
 
-  function addUserBubble(content, before) {
+  function addUserBubble(content) {
     empty.hidden = true;
-    const article = document.createElement("article");
-    article.className = "msg msg-user";
-    article.setAttribute("aria-label", "You said");
-    const bubble = document.createElement("div");
-    bubble.className = "bubble";
-    bubble.textContent = content;
-    article.append(bubble);
-    thread.insertBefore(article, before || null);
+    const article = ns.turns.userArticle(content, null);
+    thread.append(article);
     ns.scroll.toBottom();
     return article;
   }
 
+  /* A turn's answer: mount the user's message and follow the new reply. */
+  function started(data, userEl) {
+    if (userEl) ns.thread.mount(userEl, data.user_message, hooks);
+    const m = { ...data.assistant_message, run: data.run };
+    const article = ns.Reply.article(m);
+    thread.append(article);
+    ns.thread.mount(article, m, hooks);
+    ns.scroll.toBottom();
+    ns.announce("Message sent. The assistant is writing.");
+    refreshChat();
+  }
+
   async function post(turn) {
     state.sending = true;
+    state.pending++;
     syncComposer();
     if (turn.notice) { turn.notice.remove(); turn.notice = null; }
-    let res = state.chat ? null : await ns.api.post("/api/chats/", { model: modelSelect.value });
+    let res = state.chat ? null : await ns.api.post("/api/chats/", { model: modelSelect.value, ...ns.settings.forNewChat() });
     if (res && res.ok) adoptChat({ ...res.data, title: res.data.title || turn.content.split(/\s+/).join(" ").trim().slice(0, 60) });
     if (state.chat) {
       res = await ns.api.post("/api/chats/" + state.chat.id + "/messages/",
@@ -140,47 +153,110 @@
     state.sending = false;
     if (res.ok) {
       turn.el.classList.remove("unsent");
-      const reply = ns.Reply.create(thread, res.data.run, hooks);
-      ns.replies[res.data.run.id] = reply;
-      reply.follow(null);
-      ns.scroll.toBottom();
-      ns.announce("Message sent. The assistant is writing.");
-      refreshChat();
+      started(res.data, turn.el);
     } else {
       turn.el.classList.add("unsent");
       turn.notice = ns.notice(ns.api.describe(res), () => post(turn));
       turn.el.after(turn.notice);
       ns.scroll.toBottom();
-      if (res.status === 409) attachRunning(turn.el);
     }
+    done();
+  }
+
+  /* ---- actions on a message: regenerate, edit, continue, another version */
+
+  async function act(fn) {
+    if (ns.busy() || !state.chat) return;
+    state.sending = true;
+    state.pending++;
     syncComposer();
+    ns.thread.refreshFeet(hooks);
+    try {
+      const res = await fn();
+      if (res && !res.ok) toast(ns.api.describe(res).title + ".");
+    } finally {
+      state.sending = false;
+      done();
+    }
   }
 
-  /* A failed reply's Retry: ask again with the same words (a new turn). */
-  function retryAfterFailure(reply) {
-    let node = reply.el.previousElementSibling;
-    while (node && !node.classList.contains("msg-user")) node = node.previousElementSibling;
-    if (!node || state.active || state.sending) return;
-    const notice = reply.el.querySelector(".notice");
-    if (notice) notice.remove();
-    const content = node.querySelector(".bubble").textContent;
-    post({ content, key: ns.api.newKey(), el: addUserBubble(content) });
+  function done() {
+    state.pending--;
+    syncComposer();
+    ns.thread.refreshFeet(hooks);
+    const queued = state.queued.splice(0);
+    for (const ev of queued) onChatPath(ev);
   }
 
-  /* A 409: another window started a reply here. Show it and follow it. */
-  async function attachRunning(beforeEl) {
-    const base = "/api/chats/" + state.chat.id + "/messages/";
-    const head = await ns.api.get(base + "?limit=1");
-    if (!head.ok) return;
-    const res = await ns.api.get(base + "?limit=2&offset=" + Math.max(0, head.data.count - 2));
-    if (!res.ok) return;
-    const [userMsg, botMsg] = res.data.results;
-    if (!botMsg || !botMsg.run || ns.replies[botMsg.run.id] || ["completed", "failed", "cancelled"].includes(botMsg.run.status)) return;
-    if (userMsg && userMsg.role === "user") addUserBubble(userMsg.content, beforeEl);
-    const reply = ns.Reply.create(thread, botMsg.run, hooks);
-    thread.insertBefore(reply.el, beforeEl);
-    ns.replies[botMsg.run.id] = reply;
+  const msgUrl = (id, action) => "/api/chats/" + state.chat.id + "/messages/" + id + "/" + action;
+
+  async function regenerate(reply) {
+    const res = await ns.api.post(msgUrl(reply.message.id, "regenerate"), { ...pick_(ns.sendExtra, "max_tokens") },
+                                  { "Idempotency-Key": ns.api.newKey() });
+    if (!res.ok) return res;
+    ns.thread.truncateFrom(reply.el);
+    started(res.data, null);
+    return res;
+  }
+
+  async function edit(article, message, text) {
+    const res = await ns.api.post(msgUrl(message.id, "edit"), { content: text, ...(ns.sendExtra || {}) },
+                                  { "Idempotency-Key": ns.api.newKey() });
+    if (!res.ok) return res;
+    ns.thread.truncateFrom(article);
+    started(res.data, addUserBubble(text));
+    return res;
+  }
+
+  async function carryOn(reply) {
+    const res = await ns.api.post(msgUrl(reply.message.id, "continue"), pick_(ns.sendExtra, "max_tokens"),
+                                  { "Idempotency-Key": ns.api.newKey() });
+    if (!res.ok) return res;
+    const m = res.data.assistant_message;
+    ns.msgs.set(m.id, m);
+    reply.setMessage(m);
+    reply.setRun(res.data.run);
+    reply.text = m.content;
+    ns.replies[res.data.run.id] = reply;
     reply.follow(null);
+    ns.announce("Continuing the reply.");
+    return res;
+  }
+
+  async function pick(id, other) {
+    const res = await ns.api.post(msgUrl(other, "select"));
+    if (!res.ok) return res;
+    const article = ns.thread.articleOf(id);
+    ns.thread.insert(res.data.results, hooks, article);
+    ns.thread.truncateFrom(article);
+    const shown = ns.thread.articleOf(other);
+    if (shown) shown.scrollIntoView({ block: "nearest" });
+    ns.announce("Showing version " + (res.data.results[0].versions.indexOf(other) + 1) + " of " +
+                res.data.results[0].versions.length);
+    return res;
+  }
+
+  function pick_(obj, ...names) {
+    const out = {};
+    for (const n of names) if (obj && obj[n] !== undefined) out[n] = obj[n];
+    return out;
+  }
+
+  /* ---- what other windows do ------------------------------------------ */
+
+  function onEvent(ev) {
+    ns.sidebar.onEvent(ev);
+    if (!state.chat || ev.chat !== state.chat.id) return;
+    if (ev.type === "chat.deleted") { if (!state.leaving) location.assign("/"); return; }  // gone elsewhere
+    if (ev.type === "chat.updated") { refreshChat(); return; }
+    if (ev.type === "chat.path") onChatPath(ev);
+  }
+
+  function onChatPath(ev) {
+    if (state.pending > 0) { state.queued.push(ev); return; }  // our own request's echo comes after its answer
+    const last = ns.thread.articles().at(-1);
+    if (last && Number(last.dataset.messageId) === ev.leaf) return;  // already shown
+    ns.thread.refreshBelow(ev.anchor, ev.leaf, hooks);
   }
 
   function adoptChat(chat) {
@@ -194,101 +270,5 @@
     if (res.ok) { state.chat = res.data; ns.sidebar.adopt(res.data); }
   }
 
-  /* ---- model picker ---------------------------------------------------- */
-
-  function showModelState() {
-    const option = modelSelect.selectedOptions[0];
-    const up = option && option.dataset.up === "1";
-    modelState.dataset.up = up ? "1" : "0";
-    modelState.textContent = up ? "Available" : "Unavailable";
-  }
-
-  modelSelect.addEventListener("change", async () => {
-    showModelState();
-    if (!state.chat) return;
-    const previous = state.chat.model;
-    const res = await ns.api.patch("/api/chats/" + state.chat.id + "/", { model: modelSelect.value });
-    if (res.ok) { state.chat = res.data; return; }
-    modelSelect.value = previous;
-    showModelState();
-    toast(ns.api.describe(res).title + ".");
-  });
-
-  /* ---- connection state, scrolling, copying, suggestions -------------- */
-
-  function setConn(s) {
-    conn.replaceChildren();
-    if (s !== "reconnecting" && s !== "offline") return;
-    const pill = document.createElement("span");
-    pill.className = "conn-pill";
-    pill.dataset.state = s;
-    const spin = document.createElement("span");
-    spin.className = "spinner";
-    spin.setAttribute("aria-hidden", "true");
-    pill.append(spin, document.createTextNode(
-      s === "offline" ? "You’re offline. The reply keeps going; it will catch up." : "Reconnecting…"));
-    conn.append(pill);
-  }
-
-  function toast(text) {
-    const box = document.createElement("div");
-    box.className = "toasts";
-    box.setAttribute("role", "alert");
-    const p = document.createElement("p");
-    p.className = "toast toast-error";
-    p.textContent = text;
-    box.append(p);
-    $("main").append(box);
-    setTimeout(() => box.remove(), 6000);
-  }
-
-  $("scroller").addEventListener("scroll", () => { jump.hidden = ns.scroll.atBottom(); }, { passive: true });
-  jump.addEventListener("click", () => {
-    // An instant jump: a smooth one aims at the height of the moment it starts, and text
-    // streaming in meanwhile would leave the reader short of the bottom, no longer followed.
-    ns.scroll.toBottom();
-    input.focus({ preventScroll: true });
-  });
-
-  async function copyText(text) {
-    try {
-      await navigator.clipboard.writeText(text);
-      return true;
-    } catch (e) {
-      const area = document.createElement("textarea");
-      area.value = text;
-      area.setAttribute("readonly", "");
-      area.style.position = "fixed";
-      area.style.opacity = "0";
-      document.body.append(area);
-      area.select();
-      const ok = document.execCommand("copy");
-      area.remove();
-      return ok;
-    }
-  }
-
-  thread.addEventListener("click", async (e) => {
-    const btn = e.target.closest("[data-copy]");
-    if (btn) {
-      const text = btn.dataset.copy === "code"
-        ? btn.closest(".code-block").querySelector("code").textContent
-        : ns.replies[btn.closest("[data-run-id]").dataset.runId].text;
-      const ok = await copyText(text);
-      ns.announce(ok ? "Copied to the clipboard" : "Could not copy");
-      btn.classList.add(ok ? "copied" : "copy-failed");
-      setTimeout(() => btn.classList.remove("copied", "copy-failed"), 1600);
-      return;
-    }
-    const suggestion = e.target.closest("[data-suggest]");
-    if (suggestion) {
-      input.value = suggestion.dataset.suggest;
-      autosize();
-      syncComposer();
-      input.focus();
-    }
-  });
-
-  ns.toast = toast;
   boot();
 })(window.ChatUI = window.ChatUI || {});

@@ -1,4 +1,5 @@
-/* The chat list (a drawer at phone width) and the chat menu: rename, delete. */
+/* The chat list (a drawer at phone width): search, older chats on scroll, what
+ * other windows change; and the chat menu: rename, export, delete. */
 (function (ns) {
   "use strict";
 
@@ -6,6 +7,7 @@
   const app = $("app"), sidebar = $("sidebar"), openBtn = $("sidebar-open"), scrim = app.querySelector(".scrim");
   const list = $("chat-list"), menu = $("chat-menu"), renameForm = $("rename-form"), renameInput = $("rename-input");
   const deleteForm = $("delete-form"), dialog = $("delete-dialog");
+  const searchBox = $("chat-search"), results = $("search-results"), more = $("chats-more");
   const narrow = matchMedia("(max-width: 820px)");
 
   /* ---- the drawer ------------------------------------------------------ */
@@ -37,22 +39,36 @@
 
   /* ---- the list -------------------------------------------------------- */
 
-  function todayList() {
-    let group = list.querySelector('[data-group="Today"]');
+  /* The date group of a chat last changed at `iso` (the same bounds as chatsite/web/selectors.py). */
+  function groupLabel(iso) {
+    const when = new Date(iso), today = new Date();
+    today.setHours(0, 0, 0, 0);
+    const day = 86400000;
+    for (const [name, start] of [["Today", today], ["Yesterday", today - day], ["Previous 7 days", today - 7 * day],
+                                 ["Previous 30 days", today - 30 * day]]) {
+      if (when >= start) return name;
+    }
+    return "Older";
+  }
+
+  function groupList(label, atEnd) {
+    let group = list.querySelector('[data-group="' + label + '"]');
     if (!group) {
       group = document.createElement("section");
       group.className = "chat-group";
-      group.dataset.group = "Today";
-      const label = document.createElement("h2");
-      label.className = "group-label";
-      label.textContent = "Today";
-      group.append(label, document.createElement("ul"));
-      list.prepend(group);
+      group.dataset.group = label;
+      const heading = document.createElement("h2");
+      heading.className = "group-label";
+      heading.textContent = label;
+      group.append(heading, document.createElement("ul"));
+      if (atEnd) list.insertBefore(group, more); else list.prepend(group);
       const none = $("chat-list-empty");
       if (none) none.remove();
     }
     return group.querySelector("ul");
   }
+
+  const todayList = () => groupList("Today", false);
 
   function linkFor(chat) {
     let link = list.querySelector('[data-chat-link="' + chat.id + '"]');
@@ -60,11 +76,19 @@
       link = document.createElement("a");
       link.href = "/c/" + chat.id + "/";
       link.dataset.chatLink = chat.id;
+      link.textContent = chat.title || "Chat " + chat.id;
       const li = document.createElement("li");
       li.append(link);
       todayList().prepend(li);
     }
     return link;
+  }
+
+  /* Move a chat to the top of "Today" (it just changed). */
+  function bump(link) {
+    const li = link.parentNode, from = li.parentNode;
+    todayList().prepend(li);
+    if (!from.childElementCount) from.parentNode.remove();
   }
 
   function setTitle(chat) {
@@ -80,18 +104,122 @@
     list.querySelectorAll('[aria-current="page"]').forEach((a) => a.removeAttribute("aria-current"));
     const link = linkFor(chat);
     link.setAttribute("aria-current", "page");
-    todayList().prepend(link.parentNode);
+    bump(link);
     renameForm.action = "/c/" + chat.id + "/rename";
     deleteForm.action = "/c/" + chat.id + "/delete";
+    $("export-md").href = "/api/chats/" + chat.id + "/export.md";
+    $("export-json").href = "/api/chats/" + chat.id + "/export.json";
     menu.hidden = false;
     setTitle(chat);
   }
+
+  /* What another window did: a chat made, renamed, deleted, or a new turn in it. */
+  function onEvent(ev) {
+    const existing = list.querySelector('[data-chat-link="' + ev.chat + '"]');
+    if (ev.type === "chat.deleted") {
+      if (existing) {
+        const ul = existing.parentNode.parentNode;
+        existing.parentNode.remove();
+        if (!ul.childElementCount) ul.parentNode.remove();
+      }
+      return;
+    }
+    const link = existing || linkFor({ id: ev.chat, title: ev.title });
+    if (ev.title) link.textContent = ev.title;
+    if (ev.type !== "chat.updated") bump(link);
+    const mine = ns.state && ns.state.chat && ns.state.chat.id === ev.chat;
+    if (mine && ev.title) { $("chat-title").textContent = ev.title; document.title = ev.title + " · chatsite"; }
+  }
+
+  /* ---- older chats, on scroll ------------------------------------------ */
+
+  let nextUrl = JSON.parse($("page-data").textContent).chats_next, loading = false;
+
+  async function loadMore() {
+    if (!nextUrl || loading) return;
+    loading = true;
+    const res = await ns.api.get(nextUrl);
+    loading = false;
+    if (!res.ok) return;
+    for (const chat of res.data.results) {
+      if (list.querySelector('[data-chat-link="' + chat.id + '"]')) continue;
+      const link = document.createElement("a");
+      link.href = "/c/" + chat.id + "/";
+      link.dataset.chatLink = chat.id;
+      link.textContent = chat.title || "Chat " + chat.id;
+      const li = document.createElement("li");
+      li.append(link);
+      groupList(groupLabel(chat.updated_at), true).append(li);
+    }
+    nextUrl = res.data.next;
+  }
+
+  new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) loadMore(); },
+                           { root: list, rootMargin: "200px" }).observe(more);
+
+  /* ---- search ------------------------------------------------------------ */
+
+  let searchTimer = 0, searchSeq = 0;
+  const MARK = /\u2063\[(.*?)\]\u2063/g;
+
+  function snippetNode(text) {
+    const p = document.createElement("span");
+    p.className = "search-snippet";
+    let at = 0;
+    for (const m of text.matchAll(MARK)) {
+      p.append(document.createTextNode(text.slice(at, m.index)));
+      const mark = document.createElement("mark");
+      mark.textContent = m[1];
+      p.append(mark);
+      at = m.index + m[0].length;
+    }
+    p.append(document.createTextNode(text.slice(at)));
+    return p;
+  }
+
+  async function search(q) {
+    const seq = ++searchSeq;
+    const res = await ns.api.get("/api/chats/search/?q=" + encodeURIComponent(q));
+    if (seq !== searchSeq || !res.ok) return;
+    results.replaceChildren();
+    const heading = document.createElement("h2");
+    heading.className = "group-label";
+    heading.textContent = res.data.results.length ? "Results" : "No chats match “" + q + "”";
+    const ul = document.createElement("ul");
+    for (const chat of res.data.results) {
+      const a = document.createElement("a");
+      a.href = "/c/" + chat.id + "/";
+      a.dataset.searchResult = chat.id;
+      const title = document.createElement("span");
+      title.className = "search-title";
+      title.textContent = chat.title || "Chat " + chat.id;
+      a.append(title);
+      if (chat.snippet) a.append(snippetNode(chat.snippet));
+      const li = document.createElement("li");
+      li.append(a);
+      ul.append(li);
+    }
+    results.append(heading, ul);
+  }
+
+  searchBox.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    const q = searchBox.value.trim();
+    results.hidden = !q;
+    list.hidden = !!q;
+    if (!q) { searchSeq++; results.replaceChildren(); return; }
+    searchTimer = setTimeout(() => search(q), 180);
+  });
+  searchBox.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && searchBox.value) { e.stopPropagation(); searchBox.value = ""; searchBox.dispatchEvent(new Event("input")); }
+  });
 
   /* ---- rename and delete ---------------------------------------------- */
 
   document.addEventListener("click", (e) => {
     if (menu.open && !menu.contains(e.target)) menu.open = false;
   });
+  menu.querySelectorAll(".menu-link").forEach((a) => a.addEventListener("click", () => { menu.open = false; }));
   menu.addEventListener("toggle", () => { if (menu.open) setTimeout(() => renameInput.focus(), 0); });
 
   renameForm.addEventListener("submit", async (e) => {
@@ -115,9 +243,9 @@
     dialog.showModal();
   });
   dialog.addEventListener("close", () => {
-    if (dialog.returnValue === "delete") deleteForm.submit();
+    if (dialog.returnValue === "delete") { if (ns.state) ns.state.leaving = true; deleteForm.submit(); }
     else menu.querySelector("summary").focus();
   });
 
-  ns.sidebar = { adopt, setTitle, close: closeDrawer };
+  ns.sidebar = { adopt, setTitle, onEvent, loadMore, close: closeDrawer };
 })(window.ChatUI = window.ChatUI || {});

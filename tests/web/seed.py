@@ -1,5 +1,6 @@
 """A finished conversation written straight to the database, for pages that need
-history (screenshots, layout): the rows the services would have written."""
+history (screenshots, layout): the rows the services would have written (one
+path: each message's parent is the one before it; the chat's leaf its last)."""
 from datetime import timedelta
 
 from django.utils import timezone
@@ -29,10 +30,13 @@ CONVERSATION = [("How do I read a file line by line in Python?", READ_A_FILE)]
 def seed_chat(*, user, pool, title: str = "Reading files line by line", turns=CONVERSATION) -> Chat:
     tenant = user.memberships.get().tenant
     chat = Chat.objects.create(tenant=tenant, owner=user, pool=pool, title=title)
+    replied = None
     for i, (question, answer) in enumerate(turns):
-        asked = Message.objects.create(chat=chat, role="user", content=question, token_count=len(question) // 4)
+        asked = Message.objects.create(chat=chat, role="user", content=question, token_count=len(question) // 4,
+                                       parent=replied, depth=2 * i)
         tokens = max(1, len(answer) // 4)
-        replied = Message.objects.create(chat=chat, role="assistant", content=answer, token_count=tokens)
+        replied = Message.objects.create(chat=chat, role="assistant", content=answer, token_count=tokens,
+                                         parent=asked, depth=2 * i + 1)
         queued = timezone.now() - timedelta(minutes=5 - i)
         first = queued + timedelta(milliseconds=240)
         GenerationRun.objects.create(
@@ -40,4 +44,6 @@ def seed_chat(*, user, pool, title: str = "Reading files line by line", turns=CO
             attempt=1, seed=7 + i, max_tokens=512, started_at=queued, first_token_at=first,
             finished_at=first + timedelta(seconds=(tokens - 1) / 41.3), ttft_ms=240, itl_ms=1000 / 41.3,
             prompt_tokens=asked.token_count + 12, completion_tokens=tokens, finish_reason="stop")
+    chat.current_leaf = replied
+    chat.save(update_fields=["current_leaf"])
     return chat

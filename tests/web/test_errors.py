@@ -114,8 +114,9 @@ def test_a_failed_generation_keeps_the_partial_text_and_offers_retry(chat_page: 
 
     page.reload()  # the server renders the failure the same way
     expect(chat_page.notice()).to_contain_text("The reply could not be finished")
-    chat_page.notice().get_by_role("button", name="Retry").click()
+    chat_page.notice().get_by_role("button", name="Retry").click()  # a new version of the reply, same question
     second = chat_page.wait_new_run(run_id)
     chat_page.wait_settled(second)
-    assert saved_run(second).user_message.content == f"please {FAIL_MARKER}"
-    expect(page.locator(".msg-user")).to_have_count(2)
+    assert saved_run(second).user_message_id == run.user_message_id
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(chat_page.article(second).locator(".versions")).to_have_text("‹2 / 2›")

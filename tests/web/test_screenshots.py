@@ -53,6 +53,25 @@ def test_take_screenshots(browser, live_url, web_user, fake_workers):
     chat.page.wait_for_selector(".stats")
     _shot(chat.page, "finished-reply")
 
+    reply = chat.page.locator("article.msg-assistant").last
+    first = int(reply.get_attribute("data-run-id"))
+    reply.get_by_role("button", name="Regenerate this reply").click()
+    chat.wait_settled(chat.wait_new_run(first))
+    chat.page.get_by_role("button", name="Previous version").last.click()
+    expect(chat.page.locator("article.msg-assistant .versions").last).to_have_text("‹1 / 2›")
+    _shot(chat.page, "versions")
+
+    chat.page.get_by_label("Search chats").fill("dict")
+    expect(chat.page.locator("[data-search-result]")).to_have_count(1)
+    _shot(chat.page, "search")
+    chat.page.get_by_label("Search chats").fill("")
+
+    chat.page.get_by_role("button", name="Chat settings").click()
+    chat.page.get_by_label("System prompt").fill("You are a patient Python tutor. Answer with short examples.")
+    chat.page.get_by_label("Temperature").fill("0.4")
+    _shot(chat.page, "settings")
+    chat.page.get_by_role("button", name="Cancel").click()
+
     chat.set_send_extra(LONG_REPLY)
     chat.send("And how do I write lines back to a file?")
     run_id = chat.wait_new_run(max(int(k) for k in chat.page.evaluate("Object.keys(ChatUI.replies)")))

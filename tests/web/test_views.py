@@ -30,7 +30,9 @@ def _page_data(resp) -> dict:
 
 def _running_run(chat) -> GenerationRun:
     asked = Message.objects.create(chat=chat, role="user", content="Go on")
-    reply = Message.objects.create(chat=chat, role="assistant", content="")
+    reply = Message.objects.create(chat=chat, role="assistant", content="", parent=asked, depth=1)
+    chat.current_leaf = reply
+    chat.save(update_fields=["current_leaf"])
     return GenerationRun.objects.create(tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply,
                                         pool=chat.pool, status="running", seed=1, max_tokens=50)
 
@@ -127,3 +129,21 @@ def test_pages_forbid_inline_and_foreign_scripts(signed_in, client, chat):
         assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     client.logout()
     assert "script-src 'self'" in client.get("/login/")["Content-Security-Policy"]
+
+
+def test_chats_the_openai_api_made_stay_in_the_admin(client, tenant, user, pool):
+    from django.contrib.auth import get_user_model
+
+    from chatsite.chats.services import chat_create_with_history
+    from chatsite.runs.services import run_submit
+
+    chat = chat_create_with_history(tenant=tenant, owner=user, model="flagship",
+                                    history=[{"role": "system", "content": "Be brief."}])
+    run = run_submit(chat=chat, content="From a script", source=GenerationRun.Source.OPENAI)
+    assert not chat.listed and run.prompt_snapshot == [{"role": "system", "content": "Be brief."},
+                                                      {"role": "user", "content": "From a script"}]
+    client.force_login(user)
+    assert f'data-chat-link="{chat.pk}"' not in client.get("/").content.decode()  # not in the sidebar
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw-123456789"))
+    assert "From a script" in client.get(f"/admin/chats/chat/{chat.pk}/change/").content.decode()
+    assert client.get(f"/admin/runs/generationrun/{run.pk}/change/").status_code == 200

@@ -1,7 +1,16 @@
-"""Admission: a user message becomes a queued run, in one transaction."""
+"""Admission: a turn becomes a queued run, in one transaction.
+
+A turn is a new user message (at the end of the chosen path, or an edit: a new
+version of an earlier message of the user's), a regenerated reply (a new version
+of an assistant message), or a continued reply (one that stopped at the length
+limit, carried on by a new run whose message replaces it). The prompt snapshot is
+the path from the turn's user message up through its parents."""
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
@@ -10,80 +19,114 @@ from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_r
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
-from chatsite.runs.services.availability import refuse_if_no_worker
 from chatsite.runs.services.finalize import run_finalize
+from chatsite.runs.services.availability import refuse_if_no_worker
 from chatsite.runs.services.shedding import shed_if_overloaded
 from chatsite.runs.stream import log as stream_log
 from chatsite.runs.validation import clean_sampling, clean_text
 
 HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
 ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
+SEND, REGENERATE, CONTINUE = "send", "regenerate", "continue"
 
 
-def run_submit(*, chat: Chat, content, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
-               ignore_eos=None, tier: str = "interactive", source: str = GenerationRun.Source.API,
-               idempotency_key: str = "", model: str | None = None) -> GenerationRun:
-    """Save the user's message, an empty assistant message and a queued run, then
-    (after commit) hand the run to its queue. A repeated `idempotency_key` returns
-    the run it created the first time, also when the repeats race each other.
-    `model` answers this one message with another pool than the chat's own.
+@dataclass(frozen=True)
+class Turn:
+    kind: str
+    content: str = ""  # SEND: the user's message
+    tokens: int = 0  # SEND: its tokens
+    edit_of: Message | None = None  # SEND: the message this one is a new version of
+    asked: Message | None = None  # REGENERATE, CONTINUE: the user message answered
+    continued: Message | None = None  # CONTINUE: the reply carried on
+
+
+def run_submit(*, chat: Chat, content, edit_of: Message | None = None, max_tokens=None, temperature=None,
+               top_p=None, stop=None, seed=None, ignore_eos=None, tier: str = "interactive",
+               source: str = GenerationRun.Source.API, idempotency_key: str = "",
+               model: str | None = None) -> GenerationRun:
+    """Save the user's message (after the chat's chosen path, or as a new version of
+    `edit_of`, a user message of the chat), an empty assistant message and a queued
+    run, then (after commit) hand the run to its queue. A repeated `idempotency_key`
+    returns the run it created the first time, also when the repeats race each other.
+    `model` answers this one message with another pool than the chat's own; unset
+    sampling comes from the chat's settings, then the pool's defaults.
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
-    model's context), ModelUnavailable (503) when no worker of the pool is live and it does
-    not queue when cold, and Conflict while a reply is still being
+    model's context), ModelUnavailable (503) when no worker of the pool is live and it
+    does not queue when cold, and Conflict while a reply is still being
     generated in the chat; RateLimited (429) for the tenant's own limits and
     Overloaded (503) when the pool sheds load, both with a retry_after."""
-    if idempotency_key:
-        if not isinstance(idempotency_key, str) or len(idempotency_key) > 200:
-            raise InvalidInput("Idempotency-Key must be at most 200 characters", field="Idempotency-Key")
-        existing = _existing(chat, idempotency_key)
-        if existing is not None:
-            return existing
-    content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
-    if tier not in TIERS:
-        raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
-    pool = pool_for_tenant(chat.tenant, chat.pool.name if model is None else model,
-                           loaded=chat.pool if model is None else None)
-    sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed,
-                              ignore_eos=ignore_eos)
-    tokens = count_tokens(pool.model, content)
-    room = pool.context_length - sampling.max_tokens - TEMPLATE_TOKENS_PER_PROMPT
-    if tokens + TEMPLATE_TOKENS_PER_MESSAGE > room:
-        raise InvalidInput(
-            f"the message is {tokens} tokens, but model {pool.name!r} has room for {max(room, 0)} prompt tokens "
-            f"when replying with up to {sampling.max_tokens} tokens; shorten it or ask for fewer max_tokens",
-            field="content", code="context_length_exceeded")
-    refuse_if_no_worker(pool)
-    shed_if_overloaded(pool)
-    try:
-        quota = quota_for(chat.tenant)
-        quota_check_rate(tenant=chat.tenant, quota=quota)
-        try:
-            with transaction.atomic():
-                run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota)
-        except ReplyInProgress as busy:
-            # The previous reply's stream has ended but its worker has not saved it yet (the
-            # terminal entry comes first): save it here (idempotent), then admit this message.
-            if not stream_log.has_ended(busy.run_id):
-                raise
-            run_finalize(run_id=busy.run_id)
-            with transaction.atomic():
-                run = _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota)
-    except RateLimited:
-        quota_record_refusal(tenant=chat.tenant)
-        raise
-    except IntegrityError:
-        existing = _existing(chat, idempotency_key) if idempotency_key else None
-        if existing is None:
-            raise
+    existing = _check_key(chat, idempotency_key)
+    if existing is not None:
         return existing
-    return run
+    content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
+    if edit_of is not None and (edit_of.chat_id != chat.pk or edit_of.role != Message.Role.USER):
+        raise InvalidInput("only a message you sent can be edited", field="message")
+    pool = _pool(chat, model)
+    sampling = _sampling(chat, pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop,
+                         seed=seed, ignore_eos=ignore_eos)
+    tokens = count_tokens(pool.model, content)
+    turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of)
+    room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
+    return _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room)
+
+
+def run_regenerate(*, chat: Chat, message: Message, max_tokens=None, temperature=None, top_p=None, seed=None,
+                   tier: str = "interactive", source: str = GenerationRun.Source.API, idempotency_key: str = "",
+                   model: str | None = None) -> GenerationRun:
+    """A new version of the assistant reply `message`: a new empty assistant message
+    beside it (same question) and a queued run; the chat's path follows the new one.
+    Raises what run_submit raises, and InvalidInput when `message` is not a reply."""
+    if message.chat_id != chat.pk or message.role != Message.Role.ASSISTANT or message.parent_id is None:
+        raise InvalidInput("only a reply can be regenerated; edit your message to send it again", field="message")
+    existing = _check_key(chat, idempotency_key)
+    if existing is not None:
+        return existing
+    asked = Message.objects.get(pk=message.parent_id)
+    pool = _pool(chat, model)
+    sampling = _sampling(chat, pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    room = _room(chat, pool, sampling, asked.token_count, what=f"the question is {asked.token_count} tokens")
+    return _admit(chat, Turn(REGENERATE, asked=asked), pool, sampling, tier, source, idempotency_key, room)
+
+
+def run_continue(*, chat: Chat, message: Message, max_tokens=None, tier: str = "interactive",
+                 source: str = GenerationRun.Source.API, idempotency_key: str = "") -> GenerationRun:
+    """Carry on the reply `message`, which stopped at the length limit: a new run
+    (same model and sampling, up to `max_tokens` more tokens) whose assistant message
+    starts with the reply's text and replaces it; its stream carries the new text only.
+    Raises what run_submit raises, and InvalidInput for a reply that did not stop at
+    the length limit, was already continued, or has messages after it."""
+    first = GenerationRun.objects.filter(assistant_message=message).select_related("pool").first()
+    if message.chat_id != chat.pk or first is None or first.finish_reason != "length":
+        raise InvalidInput("only a reply that stopped at the length limit can be continued", field="message")
+    if message.replaced_by_id is not None:
+        raise InvalidInput("this reply was already continued", field="message")
+    existing = _check_key(chat, idempotency_key)
+    if existing is not None:
+        return existing
+    pool = pool_for_tenant(chat.tenant, first.pool.name, loaded=first.pool)
+    kept = first.sampling or {}
+    sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=kept.get("temperature"),
+                              top_p=kept.get("top_p"), stop=kept.get("stop"), ignore_eos=kept.get("ignore_eos"))
+    asked = Message.objects.get(pk=message.parent_id)
+    tokens = asked.token_count + message.token_count + TEMPLATE_TOKENS_PER_MESSAGE
+    room = _room(chat, pool, sampling, tokens, what=f"the question and the reply so far are {tokens} tokens")
+    turn = Turn(CONTINUE, asked=asked, continued=message)
+    return _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room)
 
 
 class ReplyInProgress(Conflict):
     def __init__(self, run_id: int):
         super().__init__("a reply is still being generated in this chat; wait for it or stop it first")
         self.run_id = run_id
+
+
+def _check_key(chat: Chat, key: str) -> GenerationRun | None:
+    if not key:
+        return None
+    if not isinstance(key, str) or len(key) > 200:
+        raise InvalidInput("Idempotency-Key must be at most 200 characters", field="Idempotency-Key")
+    return _existing(chat, key)
 
 
 def _existing(chat: Chat, key: str) -> GenerationRun | None:
@@ -93,7 +136,91 @@ def _existing(chat: Chat, key: str) -> GenerationRun | None:
     return run
 
 
-def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key, room, quota) -> GenerationRun:
+def _pool(chat: Chat, model):
+    return pool_for_tenant(chat.tenant, chat.pool.name if model is None else model,
+                           loaded=chat.pool if model is None else None)
+
+
+def _sampling(chat: Chat, pool, *, max_tokens, temperature, **rest):
+    """The client's values, else the chat's settings, else the pool's defaults."""
+    if max_tokens is None and chat.max_tokens is not None:
+        max_tokens = min(chat.max_tokens, pool.max_output_tokens)
+    if temperature is None:
+        temperature = chat.temperature
+    return clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, **rest)
+
+
+def _room(chat: Chat, pool, sampling, tokens: int, *, what: str) -> int:
+    """The prompt tokens the snapshot may use; raises InvalidInput when the turn
+    itself (with the chat's system prompt) does not fit."""
+    room = pool.context_length - sampling.max_tokens - TEMPLATE_TOKENS_PER_PROMPT
+    need = tokens + TEMPLATE_TOKENS_PER_MESSAGE
+    if chat.system_prompt:
+        need += count_tokens(pool.model, chat.system_prompt) + TEMPLATE_TOKENS_PER_MESSAGE
+        what += " with the chat's system prompt"
+    if need > room:
+        raise InvalidInput(
+            f"{what}, but model {pool.name!r} has room for {max(room, 0)} prompt tokens when replying with up to "
+            f"{sampling.max_tokens} tokens; shorten it or ask for fewer max_tokens",
+            field="content", code="context_length_exceeded")
+    return room
+
+
+def _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room) -> GenerationRun:
+    if tier not in TIERS:
+        raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
+    refuse_if_no_worker(pool)
+    shed_if_overloaded(pool)
+    try:
+        quota = quota_for(chat.tenant)
+        quota_check_rate(tenant=chat.tenant, quota=quota)
+        try:
+            with transaction.atomic():
+                return _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quota)
+        except ReplyInProgress as busy:
+            # The previous reply's stream has ended but its worker has not saved it yet (the
+            # terminal entry comes first): save it here (idempotent), then admit this turn.
+            if not stream_log.has_ended(busy.run_id):
+                raise
+            run_finalize(run_id=busy.run_id)
+            with transaction.atomic():
+                return _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quota)
+    except RateLimited:
+        quota_record_refusal(tenant=chat.tenant)
+        raise
+    except IntegrityError:
+        existing = _existing(chat, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        return existing
+
+
+def _messages(chat: Chat, turn: Turn) -> tuple[Message, Message, int | None]:
+    """Write the turn's messages under the chat's lock: (the user message answered,
+    the new assistant message, the message after which the chosen path changed)."""
+    if turn.kind == SEND:
+        if turn.edit_of is not None:
+            parent_id, depth = turn.edit_of.parent_id, turn.edit_of.depth
+        else:
+            parent_id = tree.leaf_id(chat)
+            depth = 0 if parent_id is None else Message.objects.values_list("depth", flat=True).get(pk=parent_id) + 1
+        asked = Message.objects.create(chat=chat, parent_id=parent_id, depth=depth, role=Message.Role.USER,
+                                       content=turn.content, token_count=turn.tokens)
+        anchor = parent_id
+    else:
+        asked, anchor = turn.asked, turn.asked.pk
+    prefix = turn.continued
+    if prefix is not None and Message.objects.filter(parent=prefix).exists():
+        raise InvalidInput("only the last reply of a conversation can be continued", field="message")
+    reply = Message.objects.create(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT,
+                                   content=prefix.content if prefix else "",
+                                   token_count=prefix.token_count if prefix else 0)
+    if prefix is not None:
+        Message.objects.filter(pk=prefix.pk, replaced_by__isnull=True).update(replaced_by=reply)
+    return asked, reply, anchor
+
+
+def _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quota) -> GenerationRun:
     locked = Chat.objects.select_for_update().get(pk=chat.pk)
     locked.tenant = chat.tenant  # already loaded
     chat = locked
@@ -104,40 +231,51 @@ def _create(chat, pool, content, tokens, sampling, tier, source, idempotency_key
     active = GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).values_list("pk", flat=True).first()
     if active is not None:
         raise ReplyInProgress(active)
-    user_msg, assistant_msg = Message.objects.bulk_create([  # one INSERT; ids in this order
-        Message(chat=chat, role=Message.Role.USER, content=content, token_count=tokens),
-        Message(chat=chat, role=Message.Role.ASSISTANT, content="")])
-    if not chat.title:
-        chat.title = " ".join(content.split())[:60]
-    chat.save(update_fields=["title", "updated_at"])
-    snapshot, prompt_tokens = _snapshot(chat, user_msg, room)
+    asked, reply, anchor = _messages(chat, turn)
+    if not chat.title and turn.kind == SEND:
+        chat.title = " ".join(turn.content.split())[:60]
+    chat.current_leaf = reply
+    chat.save(update_fields=["title", "updated_at", "current_leaf"])
+    snapshot, prompt_tokens = _snapshot(chat, pool, asked, room, prefix=turn.continued)
     reservation = quota_reserve(
         tenant=chat.tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
         active_runs=lambda: GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count())
     run = GenerationRun.objects.create(
-        tenant=chat.tenant, chat=chat, user_message=user_msg, assistant_message=assistant_msg, pool=pool,
+        tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply, pool=pool,
         tier=tier, source=source, seed=sampling.seed, max_tokens=sampling.max_tokens,
         sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop),
                   "ignore_eos": sampling.ignore_eos},
         prompt_snapshot=snapshot, idempotency_key=idempotency_key,
         reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
     )
+    run.user_message, run.assistant_message = asked, reply
     transaction.on_commit(lambda: run_dispatch(run))
+    live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=run.pk, title=chat.title)
     return run
 
 
-def _snapshot(chat: Chat, user_msg: Message, room: int) -> tuple[list[dict], int]:
-    """The newest turns that fit `room` prompt tokens, oldest first, and their
-    estimated prompt tokens; the worker re-checks with the real chat template."""
-    history = (Message.objects.filter(chat=chat, id__lt=user_msg.id).exclude(role=Message.Role.ASSISTANT, content="")
-               .order_by("-id").values("role", "content", "token_count")[:HISTORY_LIMIT])
-    kept = [{"role": user_msg.role, "content": user_msg.content}]
-    used = TEMPLATE_TOKENS_PER_PROMPT + user_msg.token_count + TEMPLATE_TOKENS_PER_MESSAGE
-    for msg in history:
-        cost = msg["token_count"] + TEMPLATE_TOKENS_PER_MESSAGE
+def _snapshot(chat: Chat, pool, asked: Message, room: int, *, prefix: Message | None) -> tuple[list[dict], int]:
+    """The chosen path's newest turns up to `asked` that fit `room` prompt tokens,
+    oldest first, after the chat's system prompt and followed, for a continued reply,
+    by its text so far (the worker carries on from it); and their estimated prompt
+    tokens. The worker re-checks with the real chat template."""
+    used = TEMPLATE_TOKENS_PER_PROMPT + asked.token_count + TEMPLATE_TOKENS_PER_MESSAGE
+    head, tail = [], []
+    if chat.system_prompt:
+        head = [{"role": Message.Role.SYSTEM, "content": chat.system_prompt}]
+        used += count_tokens(pool.model, chat.system_prompt) + TEMPLATE_TOKENS_PER_MESSAGE
+    if prefix is not None:
+        tail = [{"role": Message.Role.ASSISTANT, "content": prefix.content}]
+        used += prefix.token_count + TEMPLATE_TOKENS_PER_MESSAGE
+    kept = [{"role": asked.role, "content": asked.content}]
+    history = tree.path_rows(chat_id=chat.pk, from_id=asked.parent_id, limit=HISTORY_LIMIT) if asked.parent_id else []
+    for role, content, token_count in history:
+        if role == Message.Role.ASSISTANT and not content:
+            continue  # a reply that failed or was stopped before its first token
+        cost = token_count + TEMPLATE_TOKENS_PER_MESSAGE
         if used + cost > room:
             break
         used += cost
-        kept.append({"role": msg["role"], "content": msg["content"]})
+        kept.append({"role": role, "content": content})
     kept.reverse()
-    return kept, used
+    return head + kept + tail, used

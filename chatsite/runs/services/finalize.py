@@ -82,6 +82,7 @@ def _apply(run: GenerationRun, reply: Reply) -> None:
     run.save(update_fields=["status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
                             "first_token_at", "ttft_ms", "itl_ms"])  # not the prompt snapshot it read
     msg: Message = run.assistant_message
-    msg.content = reply.text
-    msg.token_count = reply.completion_tokens
+    # A continued reply's message already holds the text it carries on (empty otherwise).
+    msg.content += reply.text
+    msg.token_count += reply.completion_tokens
     msg.save(update_fields=["content", "token_count"])

@@ -1,0 +1,56 @@
+"""GET /events: the signed-in user's events as Server-Sent Events, so every window
+they have open follows what the others do (a chat created, renamed or deleted, a
+message sent or a reply started, another version chosen) without polling.
+
+Follows the user's Redis stream (chatsite.chats.live) from `?after=` (the id the
+page was rendered at) or the Last-Event-ID the browser sends on reconnecting;
+only the events of the tenant the session acts for. A comment line every ~15 s
+keeps proxies from closing the connection."""
+import json
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import JsonResponse, StreamingHttpResponse
+
+from chatsite.chats import live
+from chatsite.errors import NotFound
+from chatsite.runs import sse
+from chatsite.runs.stream import codec
+from chatsite.tenancy.selectors import tenant_for_request
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+async def _frames(user_id: int, tenant_id: int, last_id: str):
+    yield b"retry: 2000\n\n"
+    async for batch in live.follow(user_id, last_id, settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]):
+        if not batch:
+            yield sse.KEEPALIVE
+            continue
+        frames = [f"id: {entry_id}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                  for entry_id, event in batch if event.get("tenant") == tenant_id]
+        if frames:
+            yield "".join(frames).encode()
+
+
+async def user_events(request):
+    if request.method != "GET":
+        return _error(405, "method_not_allowed", "use GET to follow your events")
+    user = await request.auser()
+    if not user.is_authenticated:
+        return _error(401, "not_authenticated", "sign in to follow your events")
+    try:
+        tenant = await sync_to_async(tenant_for_request)(user, None)
+    except NotFound as exc:
+        return _error(403, "no_tenant", exc.message)
+    last_id = request.headers.get("Last-Event-ID") or request.GET.get("after") or ""
+    if not last_id:
+        last_id = await sync_to_async(live.latest_id)(user.pk)
+    if not codec.is_valid_stream_id(last_id):
+        return _error(400, "invalid_last_event_id", "after must be an event id, like 1700000000000-0")
+    response = StreamingHttpResponse(_frames(user.pk, tenant.pk, last_id), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache, no-transform"
+    response["X-Accel-Buffering"] = "no"
+    return response
