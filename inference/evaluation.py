@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from inference.specs import EngineSpec
+from inference.stat_logger import EngineCounters, make_stats_logger
 
 # Fixed prompts in the shape the demo models answer (their replies recall the Python docs);
 # perplexity is measured separately on held-out text the models never trained on.
@@ -44,25 +45,6 @@ class Measurement:
         return math.exp(self.heldout_nll / self.heldout_tokens) if self.heldout_tokens else float("nan")
 
 
-def _spec_counter_logger(sink: dict):
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _SpecCounter(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
-            pass
-
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
-            spec = getattr(scheduler_stats, "spec_decoding_stats", None) if scheduler_stats else None
-            if spec is not None:
-                sink["draft"] = sink.get("draft", 0) + spec.num_draft_tokens
-                sink["accepted"] = sink.get("accepted", 0) + spec.num_accepted_tokens
-
-        def log_engine_initialized(self):
-            pass
-
-    return _SpecCounter
-
-
 def prompt_ids(tokenizer, text: str) -> list[int]:
     """The chat-templated prompt of one user message, as the platform sends it."""
     ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
@@ -90,9 +72,9 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
     from vllm.v1.engine.async_llm import AsyncLLM
 
     tokenizer = AutoTokenizer.from_pretrained(spec.model)
-    counters: dict = {}
+    counters = EngineCounters()
     started = time.monotonic()
-    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[_spec_counter_logger(counters)])
+    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[make_stats_logger(counters)])
     seconds = {"start": time.monotonic() - started}
     try:
         # 1) greedy completions of the fixed prompts, all in flight together as in serving
@@ -118,7 +100,7 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
         engine.shutdown()
     return Measurement(completions=[list(o.outputs[0].token_ids) for o in outs],
                        texts=[o.outputs[0].text for o in outs], heldout_nll=nll, heldout_tokens=count,
-                       draft_tokens=counters.get("draft", 0), accepted_tokens=counters.get("accepted", 0),
+                       draft_tokens=counters._draft_tokens, accepted_tokens=counters._accepted_tokens,
                        seconds=seconds)
 
 

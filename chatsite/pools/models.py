@@ -5,7 +5,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from chatsite.pools.engine_config import checkpoint_quantization, engine_config_problems
+from inference.engine_config import checkpoint_quantization, engine_config_problems
 
 
 class GateStatus(models.TextChoices):

@@ -30,6 +30,9 @@ class Command(BaseCommand):
                             help="judge the stored figures under the (new) tolerance without starting engines")
         parser.add_argument("--enable", action="store_true", help="enable the pool if the gate passes")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        parser.add_argument("--skip-if-judged", action="store_true",
+                            help="start no engine when the pool already has a verdict for its current "
+                                 "configuration (setup runs the gate this way); exit 0 either way")
 
     def handle(self, *args, **o):
         pool = _pool(o["pool"])
@@ -41,6 +44,12 @@ class Command(BaseCommand):
             pool.gate_max_ppl_increase = o["max_ppl_increase"]
         if o["min_exact_match"] is not None:
             pool.gate_min_exact_match = o["min_exact_match"]
+        if o["skip_if_judged"] and pool.gate_verdict in (GateStatus.PASSED, GateStatus.FAILED):
+            if o["enable"] and pool.gate_verdict == GateStatus.PASSED and not pool.enabled:
+                ModelPool.objects.filter(pk=pool.pk).update(enabled=True)
+            self.stdout.write(f"pool {pool.name}: quality gate {pool.gate_verdict} on {pool.gate_checked_at:%Y-%m-%d %H:%M} "
+                              "for this configuration; not measured again")
+            return
         try:
             report = gate_rejudge(pool) if o["rejudge"] else gate_run(pool, base=base)
         except (GateError, EngineSpecError) as exc:
@@ -51,7 +60,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"status": pool.gate_status, **report}, indent=2, default=str))
         else:
             self._print(pool, report)
-        if pool.gate_status != GateStatus.PASSED:
+        if pool.gate_status != GateStatus.PASSED and not o["skip_if_judged"]:
             raise SystemExit(1)
 
     def _print(self, pool: ModelPool, r: dict) -> None:
