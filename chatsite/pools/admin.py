@@ -65,6 +65,11 @@ class ModelPoolAdmin(admin.ModelAdmin):
                                              f"{r['token_agreement']:.1%})"),
                 ("held-out perplexity", f"{r['base_perplexity']:.4f} -> {r['variant_perplexity']:.4f} "
                                         f"({r['ppl_increase']:+.3%}, {r['heldout_tokens']} tokens)")]
+        seconds = r.get("seconds") or {}
+        if "greedy" in seconds.get("base", {}) and "greedy" in seconds.get("variant", {}):
+            base_s, variant_s = seconds["base"]["greedy"], seconds["variant"]["greedy"]
+            rows.append(("time for the greedy replies", f"base {base_s:.1f} s, variant {variant_s:.1f} s "
+                                                        f"({base_s / max(variant_s, 1e-9):.1f}x)"))
         if r.get("acceptance_rate") is not None:
             rows.append(("speculation", f"{r['accepted_tokens']} of {r['draft_tokens']} draft tokens accepted "
                                         f"({r['acceptance_rate']:.1%})"))

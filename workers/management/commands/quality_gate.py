@@ -30,9 +30,10 @@ class Command(BaseCommand):
                             help="judge the stored figures under the (new) tolerance without starting engines")
         parser.add_argument("--enable", action="store_true", help="enable the pool if the gate passes")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
-        parser.add_argument("--skip-if-judged", action="store_true",
-                            help="start no engine when the pool already has a verdict for its current "
-                                 "configuration (setup runs the gate this way); exit 0 either way")
+        parser.add_argument("--reuse-figures", action="store_true",
+                            help="start no engine when the pool already has figures for its current "
+                                 "configuration: judge those under its current tolerance (setup runs the gate "
+                                 "this way)")
 
     def handle(self, *args, **o):
         pool = _pool(o["pool"])
@@ -44,12 +45,12 @@ class Command(BaseCommand):
             pool.gate_max_ppl_increase = o["max_ppl_increase"]
         if o["min_exact_match"] is not None:
             pool.gate_min_exact_match = o["min_exact_match"]
-        if o["skip_if_judged"] and pool.gate_verdict in (GateStatus.PASSED, GateStatus.FAILED):
-            if o["enable"] and pool.gate_verdict == GateStatus.PASSED and not pool.enabled:
-                ModelPool.objects.filter(pk=pool.pk).update(enabled=True)
-            self.stdout.write(f"pool {pool.name}: quality gate {pool.gate_verdict} on {pool.gate_checked_at:%Y-%m-%d %H:%M} "
-                              "for this configuration; not measured again")
-            return
+        measured = pool.gate_report and pool.gate_fingerprint == pool.config_fingerprint() \
+            and "exact_match" in pool.gate_report
+        if o["reuse_figures"] and measured:
+            o["rejudge"] = True
+            self.stdout.write(f"pool {pool.name}: figures measured {pool.gate_checked_at:%Y-%m-%d %H:%M} for this "
+                              "configuration; judged again, no engine started")
         try:
             report = gate_rejudge(pool) if o["rejudge"] else gate_run(pool, base=base)
         except (GateError, EngineSpecError) as exc:
@@ -60,7 +61,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"status": pool.gate_status, **report}, indent=2, default=str))
         else:
             self._print(pool, report)
-        if pool.gate_status != GateStatus.PASSED and not o["skip_if_judged"]:
+        if pool.gate_status != GateStatus.PASSED:
             raise SystemExit(1)
 
     def _print(self, pool: ModelPool, r: dict) -> None:
