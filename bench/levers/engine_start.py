@@ -8,6 +8,9 @@ front end, vLLM's engine core, its model worker) are summed by what they were
 doing: importing modules, loading weights, allocating the KV cache, ...
 
     .venv/bin/python -m bench.levers.engine_start --pool flagship [--profile] [--runs 2]
+    # another configuration: a copy of the pool (bench-flagship) with engine_args overridden;
+    # --kv-gib 0 leaves VLLM_CPU_KVCACHE_SPACE unset (vLLM sizes the KV cache itself)
+    .venv/bin/python -m bench.levers.engine_start --pool flagship --engine-args '{"dtype": "bfloat16"}' --kv-gib 0
 
 Needs the pool's row (scripts/setup.sh seeds it) in DATABASE_URL's database and a
 Redis (REDIS_URL) no other worker of that pool consumes. Prints figures, asserts nothing.
@@ -64,14 +67,30 @@ def summarize_profile(raw: Path) -> dict:
     return dict(out)
 
 
-def start_once(pool: str, *, profile: Path | None, timeout: float) -> dict:
+def pool_variant(pool: str, overrides: dict) -> str:
+    """A disabled copy of `pool` named bench-POOL with `overrides` on its engine_args (Django, the dev database)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
+    django.setup()
+    from chatsite.pools.models import ModelPool
+
+    row = ModelPool.objects.get(name=pool)
+    copy, _ = ModelPool.objects.update_or_create(name=f"bench-{pool}", defaults={
+        "display_name": f"bench copy of {pool}", "model": row.model, "context_length": row.context_length,
+        "device": row.device, "engine_args": {**row.engine_args, **overrides}, "enabled": False})
+    return copy.name
+
+
+def start_once(pool: str, *, profile: Path | None, timeout: float, kv_gib: int) -> dict:
     cmd = [sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool, "-n",
            f"bench-{pool}@%h", "-l", "info", "--without-gossip", "--without-mingle"]
     if profile is not None:
         cmd = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--subprocesses", "--rate", str(SAMPLE_RATE),
                "--format", "raw", "-o", str(profile), "--", *cmd]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DATABASE_POOL_MAX": "8",
-           "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DATABASE_POOL_MAX": "8", "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
+    if not kv_gib:
+        env.pop("VLLM_CPU_KVCACHE_SPACE")
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -104,13 +123,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="run the worker under py-spy (slows it down)")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--kv-gib", type=int, default=2, help="VLLM_CPU_KVCACHE_SPACE (the Procfile's flagship: 2)")
+    parser.add_argument("--engine-args", type=json.loads, default=None, help="JSON overrides: runs a copy of the pool")
     a = parser.parse_args()
+    pool = pool_variant(a.pool, a.engine_args) if a.engine_args else a.pool
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
     for i in range(a.runs):
-        raw = OUT / f"engine_start_{a.pool}.raw" if a.profile else None
-        r = start_once(a.pool, profile=raw, timeout=a.timeout)
-        print(f"run {i + 1}: worker taking work after {r['total_s']:.1f} s" + (f" (missing {r['missing']})"
+        raw = OUT / f"engine_start_{pool}.raw" if a.profile else None
+        r = start_once(pool, profile=raw, timeout=a.timeout, kv_gib=a.kv_gib)
+        r.update(pool=pool, engine_args=a.engine_args, kv_gib=a.kv_gib, load_average=os.getloadavg()[0])
+        print(f"run {i + 1} ({pool}, KV {a.kv_gib or 'vLLM default'} GiB, load {r['load_average']:.1f}): "
+              f"worker taking work after {r['total_s']:.1f} s" + (f" (missing {r['missing']})"
                                                                                if r["missing"] else ""))
         for phase, seconds in r["phases_s"].items():
             print(f"  {seconds:6.1f} s  {phase}")
@@ -123,7 +147,7 @@ def main() -> None:
                 if s >= 0.2:
                     print(f"  {s:6.1f} s  {p}: {what}")
         results.append(r)
-    (OUT / f"engine_start_{a.pool}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (OUT / f"engine_start_{pool}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
