@@ -120,7 +120,7 @@ def _half_cores() -> list[str] | None:
 
 def _measure_pair(base: ModelPool, pool: ModelPool, heldout: str):
     """(base, variant) Measurements. A CPU host with two cores or more measures both at once,
-    each engine on its own half of the cores (the first setup's gate: ~half the time); the base's
+    each engine on its own half of the cores, so that their starts and runs overlap; the base's
     figures are reused within a process."""
     from inference.evaluation import measure, measure_side_by_side
 
