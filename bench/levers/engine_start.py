@@ -82,6 +82,21 @@ def pool_variant(pool: str, overrides: dict) -> str:
     return copy.name
 
 
+def _stop(proc: subprocess.Popen, *, profiled: bool) -> None:
+    """A warm shutdown of the worker (SIGTERM). Under py-spy the worker is py-spy's child: stopping
+    it lets py-spy write its samples and exit by itself."""
+    import psutil
+
+    targets = psutil.Process(proc.pid).children() if profiled else [psutil.Process(proc.pid)]
+    for target in targets:
+        target.terminate()
+    try:
+        proc.wait(90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait(10)
+
+
 def start_once(pool: str, *, profile: Path | None, timeout: float, kv_gib: int) -> dict:
     cmd = [sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool, "-n",
            f"bench-{pool}@%h", "-l", "info", "--without-gossip", "--without-mingle"]
@@ -104,11 +119,7 @@ def start_once(pool: str, *, profile: Path | None, timeout: float, kv_gib: int) 
             if not pending or now > timeout:
                 break
     finally:
-        proc.terminate()  # SIGTERM to the process group's leader: a warm shutdown of the worker
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
+        _stop(proc, profiled=profile is not None)
     (OUT / f"engine_start_{pool}.log").write_text("\n".join(log) + "\n")
     phases, last = {}, 0.0
     for _, phase in MILESTONES:
