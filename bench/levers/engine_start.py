@@ -141,7 +141,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
     for i in range(a.runs):
-        raw = OUT / f"engine_start_{pool}.raw" if a.profile else None
+        raw = ROOT / "var" / "log" / f"engine_start_{pool}.raw" if a.profile else None  # large: not kept in git
         r = start_once(pool, profile=raw, timeout=a.timeout, kv_gib=a.kv_gib)
         r.update(pool=pool, engine_args=a.engine_args, kv_gib=a.kv_gib, load_average=os.getloadavg()[0])
         print(f"run {i + 1} ({pool}, KV {a.kv_gib or 'vLLM default'} GiB, load {r['load_average']:.1f}): "
