@@ -21,11 +21,6 @@ SCHEMES = {
                               "dynamic": False},
                   "input_activations": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token",
                                         "dynamic": True}},
-    # INT8 weights per output channel, activations stay bfloat16 (weight-only).
-    "w8a16": {"format": "pack-quantized",
-              "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
-                          "dynamic": False},
-              "input_activations": None},
     # 4-bit weights in groups of 32 input channels, activations stay bfloat16.
     "w4a16": {"format": "pack-quantized",
               "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32,
