@@ -28,9 +28,17 @@ def platform_device() -> str:
 
 
 def _gpu_count() -> int:
+    """Accelerators this host's vLLM platform sees (CUDA, ROCm and XPU platforms count them)."""
     from vllm.platforms import current_platform
 
-    return 0 if current_platform.is_cpu() else int(current_platform.device_count())
+    if current_platform.is_cpu():
+        return 0
+    count = getattr(current_platform, "device_count", None)
+    if count is None:
+        import torch
+
+        return torch.cuda.device_count()
+    return int(count())
 
 
 def _cpu_kv_cache_bytes() -> int | None:
