@@ -22,19 +22,14 @@ _FILLER = ("Explain how a for loop in Python walks over the items of a list, wha
 
 
 def demo_engine_args() -> dict:
-    """chatsite.pools.demo.DEMO_ENGINE_ARGS (that module imports models, so Django is
-    set up with the default settings; the bench process never opens the database)."""
-    import django
+    """The tiny demo models' pinned engine arguments (inference.engine_config; no Django)."""
+    from inference.engine_config import TINY_ENGINE_ARGS
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
-    django.setup()
-    from chatsite.pools.demo import DEMO_ENGINE_ARGS
-
-    return dict(DEMO_ENGINE_ARGS)
+    return dict(TINY_ENGINE_ARGS)
 
 
 def engine_spec(**overrides):
-    """The flagship demo pool's spec exactly as a worker builds it (DEMO_ENGINE_ARGS
+    """The flagship demo pool's spec exactly as a worker builds it (TINY_ENGINE_ARGS
     over the platform's pinned defaults)."""
     from inference.specs import EngineSpec
 

@@ -92,14 +92,17 @@ class Stack:
         return out.stdout
 
     def seed(self, *, engine_args: dict | None = None) -> str:
-        """The demo tenant, user and pools (flagship engine args overridable); returns an API key."""
+        """The demo tenant, user and pools (flagship engine args overridable); returns an API key.
+        The flagship pool serves the tiny trained model the other arms load (common.MODEL_DIR)."""
         self.manage("seed_demo")
-        if engine_args:
-            self.set_engine_args(engine_args)
+        with self.sql() as conn:
+            conn.execute("update pools_modelpool set model = %s, context_length = %s where name = %s",
+                         (str(common.MODEL_DIR), common.CONTEXT_LENGTH, common.POOL))
+        self.set_engine_args(engine_args or {})
         return self.manage("create_api_key", "--user", "demo", "--name", "bench").strip().splitlines()[-1]
 
     def set_engine_args(self, overrides: dict) -> None:
-        """The flagship pool's engine arguments: DEMO_ENGINE_ARGS with these overrides."""
+        """The flagship pool's engine arguments: the tiny model's pinned ones with these overrides."""
         with self.sql() as conn:
             conn.execute("update pools_modelpool set engine_args = %s where name = %s",
                          (json.dumps({**common.demo_engine_args(), **overrides}), common.POOL))

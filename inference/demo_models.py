@@ -237,6 +237,19 @@ def _train_model(name: str, cfg: DemoModelConfig, tok_dir: Path, out: Path,
         torch.use_deterministic_algorithms(deterministic)
 
 
+def write_heldout(root: Path) -> Path:
+    """root/heldout.txt: the docs text no demo model trained on (the quality gate's perplexity
+    text); rewritten only when it changed. Needs no training."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    heldout_text = "\n\n".join(text for _, _, text in _split_topics()[1]) + "\n"
+    heldout_file = root / "heldout.txt"
+    if not heldout_file.exists() or heldout_file.read_text() != heldout_text:
+        (root / ".heldout.txt.tmp").write_text(heldout_text)
+        (root / ".heldout.txt.tmp").replace(heldout_file)
+    return heldout_file
+
+
 def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
                       log: Callable[[str], None] = print) -> dict[str, Path]:
     """Build (or reuse) the demo models under ``root`` and return name -> model directory.
@@ -248,12 +261,8 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    train, heldout = _split_topics()
-    heldout_text = "\n\n".join(text for _, _, text in heldout) + "\n"
-    heldout_file = root / "heldout.txt"
-    if not heldout_file.exists() or heldout_file.read_text() != heldout_text:
-        (root / ".heldout.txt.tmp").write_text(heldout_text)
-        (root / ".heldout.txt.tmp").replace(heldout_file)
+    train, _ = _split_topics()
+    write_heldout(root)
     # pydoc_data.topics differs between Python versions: fingerprint the data too.
     data_sha = _sha256(json.dumps(train).encode())
     tok_dir = _build_tokenizer(root, train, data_sha, log)

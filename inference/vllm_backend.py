@@ -4,33 +4,10 @@ import time
 
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
+from inference.stat_logger import make_stats_logger as _make_stats_logger
 from inference.types import Chunk, EngineStats, GenerationRequest
 
 log = logging.getLogger(__name__)
-
-
-def _make_stats_logger(sink: "VllmBackend"):
-    """A vLLM stat logger that keeps the latest scheduler figures on the backend."""
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _Recorder(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
-            pass
-
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
-            if scheduler_stats is not None:
-                sink._scheduler = scheduler_stats
-                pcs = scheduler_stats.prefix_cache_stats
-                if pcs is not None and not pcs.reset:
-                    sink._prefix_queries += pcs.queries
-                    sink._prefix_hits += pcs.hits
-            if iteration_stats is not None:
-                sink._generated_tokens += iteration_stats.num_generation_tokens
-
-        def log_engine_initialized(self):
-            pass
-
-    return _Recorder
 
 
 class VllmBackend:

@@ -14,7 +14,8 @@ fi
 export CHATSITE_HOST=${CHATSITE_HOST:-127.0.0.1} CHATSITE_PORT=${CHATSITE_PORT:-8000}
 cat <<MSG
 
-  chatsite is starting (the engines take ~40 s; each worker logs "engine ready").
+  chatsite is starting: two vLLM engines serve SmolLM2-135M-Instruct (flagship: float32, small: INT8 W8A8);
+  they take ~50 s on 2 cores, each worker logs "engine ready"...
   Open  http://$CHATSITE_HOST:$CHATSITE_PORT/   and sign in as  demo / demo-password
   Admin http://$CHATSITE_HOST:$CHATSITE_PORT/admin/   API docs http://$CHATSITE_HOST:$CHATSITE_PORT/api/docs/
   Stop with Ctrl-C.

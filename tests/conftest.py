@@ -90,24 +90,25 @@ def password():
 VLLM_POOL = "vllm-flagship"  # a pool name no fake worker consumes
 
 
-def _demo_model_dir():
-    from inference.demo_models import build_demo_models
+def _real_model_dir():
+    from inference.real_model import build_real_model
 
-    root = settings.CHATSITE["DEMO_MODELS_DIR"]
-    return build_demo_models(root, names=("flagship",))["flagship"]  # no-op when cached
+    return build_real_model(settings.CHATSITE["DEMO_MODELS_DIR"])  # no-op when cached (setup builds it)
 
 
 def _vllm_pool_row():
-    from chatsite.pools.demo import DEMO_ENGINE_ARGS
+    """The demo flagship exactly as seeded: SmolLM2-135M-Instruct in float32, 8,192 positions."""
+    from inference.engine_config import DEMO_CONTEXT_LENGTH, DEMO_POOL_ENGINE_ARGS
 
-    return PoolFactory(name=VLLM_POOL, model=str(_demo_model_dir()), engine_args=DEMO_ENGINE_ARGS,
+    return PoolFactory(name=VLLM_POOL, model=str(_real_model_dir()), engine_args=DEMO_POOL_ENGINE_ARGS["flagship"],
+                       context_length=DEMO_CONTEXT_LENGTH, max_output_tokens=1024,
                        default_sampling={"temperature": 0.7, "top_p": 0.95, "max_tokens": 64})
 
 
 @pytest.fixture(scope="session")
 def vllm_worker(stack_env, django_db_blocker):
-    """A real Celery worker holding a real vLLM engine on the demo flagship model
-    (pool VLLM_POOL). Engine start takes ~30-40 s, once per session."""
+    """A real Celery worker holding a real vLLM engine on the real flagship model,
+    SmolLM2-135M-Instruct (pool VLLM_POOL). Engine start takes ~40-60 s, once per session."""
     with django_db_blocker.unblock():
         _vllm_pool_row()
     # Beats every 0.2 s so a test sees the engine's figures while a short run is still going.

@@ -109,24 +109,41 @@ def _spec(pool: ModelPool):
 _base_measurements: dict[str, object] = {}  # base fingerprint -> Measurement, for one process
 
 
-def _measure(pool: ModelPool, heldout: str, *, reuse: bool):
-    from inference.evaluation import measure
+def _half_cores() -> list[str] | None:
+    """Two disjoint core sets (VLLM_CPU_OMP_THREADS_BIND syntax) for two engines, or None with < 2 cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return None
+    half = len(cores) // 2
+    return [",".join(map(str, cores[:half])), ",".join(map(str, cores[half:]))]
+
+
+def _measure_pair(base: ModelPool, pool: ModelPool, heldout: str):
+    """(base, variant) Measurements. A CPU host with two cores or more measures both at once,
+    each engine on its own half of the cores, so that their starts and runs overlap; the base's
+    figures are reused within a process."""
+    from inference.evaluation import measure, measure_side_by_side
 
     # A gate engine runs a few dozen short sequences: 1 GiB of KV on a CPU host (as the
     # Procfile does for workers) instead of vLLM's default of 90% of the machine's memory.
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    key = pool.config_fingerprint()
-    if reuse and key in _base_measurements:
-        return _base_measurements[key]
+    key = base.config_fingerprint()
+    binds = _half_cores() if base.device == pool.device == "cpu" else None
+    if key not in _base_measurements and binds:
+        log.info("quality gate: starting the engines of %s and %s side by side (cores %s)", base.name, pool.name,
+                 " and ".join(binds))
+        _base_measurements[key], variant = measure_side_by_side([_spec(base), _spec(pool)], heldout_text=heldout,
+                                                                cpu_binds=binds)
+        return _base_measurements[key], variant
+    if key not in _base_measurements:
+        log.info("quality gate: starting an engine for %s", base.name)
+        _base_measurements[key] = measure(_spec(base), heldout_text=heldout)
     log.info("quality gate: starting an engine for %s", pool.name)
-    result = measure(_spec(pool), heldout_text=heldout)
-    if reuse:
-        _base_measurements[key] = result
-    return result
+    return _base_measurements[key], measure(_spec(pool), heldout_text=heldout)
 
 
 def gate_run(pool: ModelPool, *, base: ModelPool | None = None, heldout_path: Path | None = None) -> dict:
-    """Measure `pool` against its base (starting both engines, one at a time), judge, record on the pool.
+    """Measure `pool` against its base (starting both engines), judge, record on the pool.
 
     Returns the report. Raises GateError when there is nothing to compare with, and
     inference.specs.EngineSpecError when either engine configuration is refused."""
@@ -139,8 +156,7 @@ def gate_run(pool: ModelPool, *, base: ModelPool | None = None, heldout_path: Pa
     heldout = heldout_path.read_text()
     from inference.evaluation import GATE_PROMPTS
 
-    base_m = _measure(base, heldout, reuse=True)
-    variant_m = _measure(pool, heldout, reuse=False)
+    base_m, variant_m = _measure_pair(base, pool, heldout)
     figures = compare(base_m, variant_m, GATE_PROMPTS)
     lossy = lossy_differences(pool, base)
     status, reasons = judge(figures, lossy=lossy, tolerance=Tolerance.of(pool))

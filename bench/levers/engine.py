@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inference.stat_logger import EngineCounters, make_stats_logger
+
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "out"
 MODELS = ROOT / "var" / "models"
@@ -17,15 +19,12 @@ KV_CACHE_BYTES = 2**30  # the same KV memory for every arm unless a bench sets i
 
 
 def spec(model: str = "flagship", **overrides):
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
-    django.setup()
-    from chatsite.pools.demo import DEMO_ENGINE_ARGS
+    """The tiny demo model's spec with one lever (no Django: the arguments live in inference.engine_config)."""
+    from inference.engine_config import TINY_ENGINE_ARGS
     from inference.specs import EngineSpec
 
     return EngineSpec.build(pool=model, model=str(MODELS / model), context_length=CONTEXT_LENGTH,
-                            engine_args={**DEMO_ENGINE_ARGS, **overrides})
+                            engine_args={**TINY_ENGINE_ARGS, **overrides})
 
 
 def draft_config(k: int = 4) -> dict:
@@ -36,36 +35,16 @@ def ngram_config(k: int = 4) -> dict:
     return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 
 
-@dataclass
-class Counters:
-    draft: int = 0
-    accepted: int = 0
-    peak_running: int = 0  # most requests the scheduler ran in one step
+class Counters(EngineCounters):
+    """The shared stat logger's sums, named for these benchmarks."""
+
+    draft = property(lambda self: self._draft_tokens)
+    accepted = property(lambda self: self._accepted_tokens)
+    peak_running = property(lambda self: self._peak_running)  # most requests the scheduler ran in one step
 
     @property
     def acceptance(self) -> float | None:
         return self.accepted / self.draft if self.draft else None
-
-
-def _logger(counters: Counters):
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _Recorder(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
-            pass
-
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
-            if scheduler_stats is not None:
-                counters.peak_running = max(counters.peak_running, scheduler_stats.num_running_reqs)
-            s = getattr(scheduler_stats, "spec_decoding_stats", None) if scheduler_stats else None
-            if s is not None:
-                counters.draft += s.num_draft_tokens
-                counters.accepted += s.num_accepted_tokens
-
-        def log_engine_initialized(self):
-            pass
-
-    return _Recorder
 
 
 class Engine:
@@ -87,7 +66,7 @@ class Engine:
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
         started = time.monotonic()
-        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[_logger(self.counters)])
+        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[make_stats_logger(self.counters)])
         self.start_seconds = time.monotonic() - started
         return self
 

@@ -34,15 +34,18 @@ def main() -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
     django.setup()
-    from chatsite.pools.demo import DEMO_ENGINE_ARGS, demo_pool_upsert
     from chatsite.pools.models import ModelPool
+    from inference.engine_config import TINY_ENGINE_ARGS
     from inference.quantize_demo import quantize_checkpoint
     from workers.quality_gate import gate_run
 
-    bases = {"flagship": demo_pool_upsert("flagship")}  # the demo pool itself
+    bases = {}  # the tiny trained flagship, as the demo pools served it before SmolLM2
+    bases["flagship"], _ = ModelPool.objects.update_or_create(name="tiny-flagship", defaults={
+        "display_name": "tiny-flagship", "model": str(MODELS / "flagship"), "enabled": False,
+        "engine_args": TINY_ENGINE_ARGS, "context_length": 1024})
     bases["flagship-bf16"], _ = ModelPool.objects.update_or_create(name="flagship-bf16", defaults={
         "display_name": "flagship-bf16", "model": str(MODELS / "flagship"), "enabled": False,
-        "engine_args": {**DEMO_ENGINE_ARGS, **BF16}})
+        "engine_args": {**TINY_ENGINE_ARGS, **BF16}})
     for scheme, folder in (("w8a8-int8", "flagship-w8a8"), ("w4a16", "flagship-w4a16")):
         if not (MODELS / folder).exists():
             quantize_checkpoint(MODELS / "flagship", MODELS / folder, scheme)
@@ -50,7 +53,7 @@ def main() -> None:
     for name, (base, folder, args) in VARIANTS.items():
         pool, _ = ModelPool.objects.update_or_create(name=name, defaults={
             "display_name": name, "model": str(MODELS / folder), "base_pool": bases[base], "enabled": False,
-            "engine_args": {**DEMO_ENGINE_ARGS, **args}, "context_length": bases[base].context_length})
+            "engine_args": {**TINY_ENGINE_ARGS, **args}, "context_length": bases[base].context_length})
         pool.full_clean()
         try:
             r = gate_run(pool)

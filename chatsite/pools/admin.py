@@ -1,12 +1,12 @@
+import dataclasses
+
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from chatsite.pools.health import live_workers, pool_is_up, pool_workers
-import dataclasses
-
-from chatsite.pools.engine_config import ENGINE_ARG_DEFAULTS, model_config
 from chatsite.pools.kv_plan import GPUS, ModelShape, PlanError, format_plan, kv_plan, weights_bytes_for
 from chatsite.pools.models import ModelPool
+from inference.engine_config import ENGINE_ARG_DEFAULTS, model_config
 
 
 @admin.register(ModelPool)
@@ -24,7 +24,10 @@ class ModelPoolAdmin(admin.ModelAdmin):
                                    "\"prompt_lookup_max\": 4} or {\"method\": \"draft_model\", \"model\": PATH, "
                                    "\"num_speculative_tokens\": 4}), kv_cache_dtype (auto / fp8), quantization, "
                                    "max_num_batched_tokens (the chunked prefill budget), max_num_seqs, "
-                                   "enable_prefix_caching."}),
+                                   "enable_prefix_caching, tensor_parallel_size (GPU pools only: the model is split "
+                                   "across that many GPUs of one host; it must divide the attention heads and needs "
+                                   "distributed_executor_backend \"mp\"; the worker checks its host has that many "
+                                   "GPUs)."}),
         ("Quality gate", {"fields": ["base_pool", "gate_max_ppl_increase", "gate_min_exact_match", "gate",
                                      "gate_checked_at", "gate_report_shown"]}),
         ("KV capacity", {"fields": ["kv_capacity_plan"]}),
@@ -62,6 +65,11 @@ class ModelPoolAdmin(admin.ModelAdmin):
                                              f"{r['token_agreement']:.1%})"),
                 ("held-out perplexity", f"{r['base_perplexity']:.4f} -> {r['variant_perplexity']:.4f} "
                                         f"({r['ppl_increase']:+.3%}, {r['heldout_tokens']} tokens)")]
+        seconds = r.get("seconds") or {}
+        if "greedy" in seconds.get("base", {}) and "greedy" in seconds.get("variant", {}):
+            base_s, variant_s = seconds["base"]["greedy"], seconds["variant"]["greedy"]
+            rows.append(("time for the greedy replies", f"base {base_s:.1f} s, variant {variant_s:.1f} s "
+                                                        f"({base_s / max(variant_s, 1e-9):.1f}x)"))
         if r.get("acceptance_rate") is not None:
             rows.append(("speculation", f"{r['accepted_tokens']} of {r['draft_tokens']} draft tokens accepted "
                                         f"({r['acceptance_rate']:.1%})"))

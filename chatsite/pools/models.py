@@ -5,7 +5,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from chatsite.pools.engine_config import checkpoint_quantization, engine_config_problems
+from inference.engine_config import checkpoint_quantization, engine_config_problems
 
 
 class GateStatus(models.TextChoices):
@@ -18,7 +18,7 @@ class ModelPool(models.Model):
     name = models.SlugField(max_length=50, unique=True, help_text="The model name clients send, e.g. 'flagship'.")
     display_name = models.CharField(max_length=100)
     model = models.CharField(max_length=500, help_text="A local path or a hub id the worker loads.")
-    # Every engine argument, explicit; inference.specs validates the keys.
+    # Every engine argument, explicit; inference.engine_config checks them when the pool is saved.
     engine_args = models.JSONField(default=dict, blank=True)
     # Default sampling: temperature, top_p, max_tokens.
     default_sampling = models.JSONField(default=dict, blank=True)

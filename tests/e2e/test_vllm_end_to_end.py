@@ -1,4 +1,5 @@
-"""The whole path on the real engine: API -> Celery -> vLLM worker -> Redis Stream -> SSE."""
+"""The whole path on the real engine: API -> Celery -> vLLM worker -> Redis Stream -> SSE, with the
+real flagship model (SmolLM2-135M-Instruct, served by the session's one vLLM worker)."""
 import os
 
 import pytest
@@ -25,6 +26,19 @@ def test_reply_streams_from_vllm_and_saved_text_is_byte_identical(live_url, vllm
     assert saved.completion_tokens == sum(e.data["n"] for e in tokens) == evs[-1].data["usage"]["completion_tokens"]
     assert saved.prompt_tokens > 0 and saved.ttft_ms is not None
     assert stream_log.read(run["id"]).text == streamed  # the stream rebuilds to the same bytes
+
+
+def test_the_flagship_answers_a_question_with_its_own_chat_template(live_url, vllm_pool, tenant, user, auth):
+    chat = ChatFactory(tenant=tenant, owner=user, pool=vllm_pool)
+    run = post_message(live_url, auth, chat.pk, content="What is the capital of France?", max_tokens=48,
+                       temperature=0.0)
+    evs = read_events(live_url + run["events_url"], headers=auth, timeout=120)
+    saved = wait_terminal(run["id"], timeout=120)
+    assert evs[-1].event == "done" and saved.status == "completed"
+    # greedy: the model's own answer, ended by its end-of-turn token (<|im_end|>), not by the length cap
+    assert "Paris" in saved.assistant_message.content, saved.assistant_message.content
+    assert saved.finish_reason == "stop" and saved.completion_tokens < 48
+    assert "<|im" not in saved.assistant_message.content  # special tokens never reach the reply
 
 
 def test_second_turn_and_resume_on_the_real_engine(live_url, vllm_pool, tenant, user, auth):

@@ -30,6 +30,10 @@ class Command(BaseCommand):
                             help="judge the stored figures under the (new) tolerance without starting engines")
         parser.add_argument("--enable", action="store_true", help="enable the pool if the gate passes")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        parser.add_argument("--reuse-figures", action="store_true",
+                            help="start no engine when the pool already has figures for its current "
+                                 "configuration: judge those under its current tolerance (setup runs the gate "
+                                 "this way)")
 
     def handle(self, *args, **o):
         pool = _pool(o["pool"])
@@ -41,6 +45,12 @@ class Command(BaseCommand):
             pool.gate_max_ppl_increase = o["max_ppl_increase"]
         if o["min_exact_match"] is not None:
             pool.gate_min_exact_match = o["min_exact_match"]
+        measured = pool.gate_report and pool.gate_fingerprint == pool.config_fingerprint() \
+            and "exact_match" in pool.gate_report
+        if o["reuse_figures"] and measured:
+            o["rejudge"] = True
+            self.stdout.write(f"pool {pool.name}: figures measured {pool.gate_checked_at:%Y-%m-%d %H:%M} for this "
+                              "configuration; judged again, no engine started")
         try:
             report = gate_rejudge(pool) if o["rejudge"] else gate_run(pool, base=base)
         except (GateError, EngineSpecError) as exc:

@@ -3,7 +3,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from chatsite.pools.engine_config import ENGINE_ARG_DEFAULTS
+from inference.engine_config import ENGINE_ARG_DEFAULTS
 from chatsite.pools.kv_plan import (GPUS, GiB, Gpu, ModelShape, PlanError, format_plan, kv_plan, load_config,
                                     presets, size, weights_bytes_for)
 from chatsite.pools.models import ModelPool

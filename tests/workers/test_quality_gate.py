@@ -3,10 +3,10 @@ unchanged; a lossy variant is judged by the operator's tolerance on real figures
 import pytest
 from django.core.management import call_command
 
-from chatsite.pools.demo import DEMO_ENGINE_ARGS
+from inference.engine_config import TINY_ENGINE_ARGS
 from chatsite.pools.models import GateStatus, ModelPool
 from tests.factories import PoolFactory
-from workers.quality_gate import Tolerance, judge
+from workers.quality_gate import Tolerance, judge, lossy_differences
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 # Lossy without FP8 weights: on a CPU without FP8 units vLLM emulates FP8 matmuls in PyTorch
@@ -17,12 +17,12 @@ LOSSY = {"dtype": "bfloat16", "kv_cache_dtype": "fp8"}
 @pytest.fixture
 def base(db, settings):
     return PoolFactory(name="gate-base", model=str(settings.CHATSITE["DEMO_MODELS_DIR"] / "flagship"),
-                       engine_args=DEMO_ENGINE_ARGS)
+                       engine_args=TINY_ENGINE_ARGS)
 
 
 def _variant(base, name, **overrides):
     pool = PoolFactory(name=name, model=base.model, base_pool=base, enabled=False,
-                       engine_args={**DEMO_ENGINE_ARGS, **overrides})
+                       engine_args={**TINY_ENGINE_ARGS, **overrides})
     pool.full_clean()  # the settings a worker would accept
     return pool
 
@@ -92,3 +92,13 @@ def test_a_lossless_variant_must_match_exactly_whatever_the_tolerance():
     status, reasons = judge({**figures, "ppl_increase": 0.03, "variant_perplexity": 9.27}, lossy=["x"],
                             tolerance=Tolerance(0.02, 0.9))
     assert status == GateStatus.FAILED and "perplexity rose +3.000%" in reasons[0]
+
+
+def test_what_makes_a_variant_lossy_counts_an_unset_key_as_its_pinned_default(settings):
+    models = settings.CHATSITE["DEMO_MODELS_DIR"]
+    base = ModelPool(name="b", model=str(models / "flagship"), engine_args={"block_size": 32})
+    same = ModelPool(name="v", model=base.model, engine_args={"block_size": 64, "kv_cache_dtype": "auto",
+                                                              "dtype": "float32", "speculative_config": NGRAM})
+    assert lossy_differences(same, base) == []  # scheduling and speculation only
+    fp8 = ModelPool(name="f", model=base.model, engine_args={"kv_cache_dtype": "fp8"})
+    assert lossy_differences(fp8, base) == ["kv_cache_dtype 'fp8' (base 'auto')"]

@@ -1,0 +1,51 @@
+"""The one vLLM stat logger: it keeps the engine's latest figures on a sink object.
+
+vLLM calls `record` after every engine step in the front-end process. The sink
+(the worker's VllmBackend, the quality gate's counters, a benchmark's) gets:
+`_scheduler` (the latest SchedulerStats), running sums `_prefix_queries`,
+`_prefix_hits` and `_generated_tokens`, the most requests run in one step
+`_peak_running`, and `_draft_tokens` / `_accepted_tokens`
+of speculative decoding. vLLM is imported when the logger class is made.
+"""
+
+
+class EngineCounters:
+    """A plain sink for callers without an object of their own."""
+
+    def __init__(self):
+        self._scheduler = None
+        self._prefix_queries = self._prefix_hits = self._generated_tokens = 0
+        self._draft_tokens = self._accepted_tokens = self._peak_running = 0
+
+
+def _add(sink, name: str, value: int) -> None:
+    setattr(sink, name, getattr(sink, name, 0) + value)
+
+
+def make_stats_logger(sink):
+    """A StatLoggerBase subclass recording onto `sink` (pass it in AsyncLLM's stat_loggers)."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class _Recorder(StatLoggerBase):
+        def __init__(self, vllm_config, engine_index: int = 0):
+            pass
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            if scheduler_stats is not None:
+                sink._scheduler = scheduler_stats
+                sink._peak_running = max(getattr(sink, "_peak_running", 0), scheduler_stats.num_running_reqs)
+                pcs = scheduler_stats.prefix_cache_stats
+                if pcs is not None and not pcs.reset:
+                    _add(sink, "_prefix_queries", pcs.queries)
+                    _add(sink, "_prefix_hits", pcs.hits)
+                spec = getattr(scheduler_stats, "spec_decoding_stats", None)
+                if spec is not None:
+                    _add(sink, "_draft_tokens", spec.num_draft_tokens)
+                    _add(sink, "_accepted_tokens", spec.num_accepted_tokens)
+            if iteration_stats is not None:
+                _add(sink, "_generated_tokens", iteration_stats.num_generation_tokens)
+
+        def log_engine_initialized(self):
+            pass
+
+    return _Recorder
