@@ -10,7 +10,7 @@ from django.db import transaction
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
-from chatsite.runs.stream.hub import HubError, get_hub
+from chatsite.runs.stream.hub import USERS, HubError, get_hub
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +50,22 @@ def latest_id(user_id: int) -> str:
     return entries[0][0] if entries else "0-0"
 
 
-async def follow(user_id: int, last_id: str, timeout: float):
+async def follow(user_id: int, last_id: str, timeout: float, wait=None):
     """Yield lists of (id, event dict) after `last_id` as they come; an empty list
     after each quiet `timeout`. Ends when Redis goes away (the client reconnects
-    with the last id it saw)."""
-    hub = get_hub()
+    with the last id it saw), or when `wait(sub, timeout)` (a revocation guard's, in
+    place of `sub.next(timeout)`) returns anything but a batch or None."""
+    hub = get_hub(USERS)
     sub = await hub.subscribe(redis_keys.user_events(user_id), last_id)
     try:
         while True:
             try:
-                batch = await sub.next(timeout)
+                batch = await (sub.next(timeout) if wait is None else wait(sub, timeout))
             except HubError as exc:
                 log.warning("user %s: events stream ended: %s", user_id, exc)
                 return
+            if batch is not None and batch.__class__ is not list:
+                return  # the guard said stop: the session or membership it was opened with ended
             yield [(entry_id, json.loads(fields["e"])) for entry_id, fields in batch or () if "e" in fields]
     finally:
         hub.unsubscribe(sub)

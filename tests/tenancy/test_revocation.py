@@ -97,3 +97,17 @@ def test_an_events_token_stops_working_once_its_chat_is_deleted(live_url, fake_w
     resp = httpx.get(token_url, timeout=10)
     assert resp.status_code == 401 and resp.json()["error"]["code"] == "not_authenticated"
     assert httpx.get(token_url, headers=auth, timeout=10).status_code == 404
+
+
+def test_signing_out_ends_the_sessions_window_events_stream_too(live_url, chat):
+    """The per-user event stream every open window follows (GET /events) is a stream of
+    the session like a run's: signing out ends it within the check interval."""
+    session = _session(chat.owner)
+    with OpenStream(f"{live_url}/events", headers=session) as window:
+        assert window.status == 200 and b"retry:" in window.body and not window.ended.is_set()
+        assert httpx.post(f"{live_url}/logout/", headers=session, timeout=10).status_code == 302
+        revoked_at = time.monotonic()
+        window.wait_end(ENDS_WITHIN)
+        assert window.ended.is_set(), f"the window's events stream is still open {ENDS_WITHIN} s after signing out"
+        print(f"window events stream: ended {window.ended_at - revoked_at:.2f} s after signing out")
+    assert httpx.get(f"{live_url}/events", headers=session, timeout=10).status_code == 401

@@ -211,13 +211,18 @@ class StreamHub:
                     sub.expire(now)
 
 
-_hubs: dict[int, StreamHub] = {}
+_hubs: dict[tuple[int, str], StreamHub] = {}
+
+RUNS, USERS = "runs", "users"
 
 
-def get_hub() -> StreamHub:
-    """The hub of the running event loop."""
+def get_hub(lane: str = RUNS) -> StreamHub:
+    """The hub of the running event loop for one lane of streams. Run streams (busy
+    while followed) and users' event streams (one per open window, idle nearly always)
+    are read by separate hubs, so a web process's many idle windows add nothing to
+    the reads that carry tokens: each XREAD names the streams of its lane only."""
     loop = asyncio.get_running_loop()
-    hub = _hubs.get(id(loop))
+    hub = _hubs.get((id(loop), lane))
     if hub is None:
-        hub = _hubs[id(loop)] = StreamHub()
+        hub = _hubs[(id(loop), lane)] = StreamHub()
     return hub
