@@ -14,8 +14,8 @@ from bench.platform_stack import Stack
 BATCH_RUNS, SLOTS, TOKENS, STEP = 100, 4, 50, 0.01
 
 
-def post(url, auth, chat_id, priority):
-    body = {"content": "work", "max_tokens": TOKENS, "ignore_eos": True, "priority": priority}
+def post(url, auth, chat_id, tier):
+    body = {"content": "work", "max_tokens": TOKENS, "ignore_eos": True, "tier": tier}
     resp = httpx.post(f"{url}/api/chats/{chat_id}/messages/", headers=auth, json=body, timeout=60)
     if resp.status_code != 202:
         raise RuntimeError(f"{resp.status_code}: {resp.text}")

@@ -35,7 +35,7 @@ def _datetime(value):
 
 class RunSerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="pool.name", help_text="The model (pool) generating the reply.")
-    priority = serializers.CharField(source="tier", help_text="interactive or batch.")
+    tier = serializers.CharField(help_text="interactive or batch.")
     events_url = serializers.SerializerMethodField()
     cancel_url = serializers.SerializerMethodField()
     tokens_per_second = serializers.SerializerMethodField()
@@ -43,7 +43,7 @@ class RunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = GenerationRun
-        fields = ["id", "chat", "status", "model", "priority", "attempt", "user_message", "assistant_message",
+        fields = ["id", "chat", "status", "model", "tier", "attempt", "user_message", "assistant_message",
                   "max_tokens", "seed", "sampling", "queued_at", "started_at", "first_token_at", "finished_at",
                   "ttft_ms", "itl_ms", "tokens_per_second", "prompt_tokens", "completion_tokens",
                   "finish_reason", "error", "waiting_for_worker", "events_url", "cancel_url"]
@@ -54,7 +54,7 @@ class RunSerializer(serializers.ModelSerializer):
         without building those fields for every run: a ModelSerializer introspects its
         model per instance, which was most of a message POST's time in the web."""
         return {
-            "id": run.pk, "chat": run.chat_id, "status": run.status, "model": run.pool.name, "priority": run.tier,
+            "id": run.pk, "chat": run.chat_id, "status": run.status, "model": run.pool.name, "tier": run.tier,
             "attempt": run.attempt, "user_message": run.user_message_id,
             "assistant_message": run.assistant_message_id, "max_tokens": run.max_tokens, "seed": run.seed,
             "sampling": run.sampling, "queued_at": _datetime(run.queued_at), "started_at": _datetime(run.started_at),
@@ -204,8 +204,8 @@ class MessageCreateRequest(serializers.Serializer):
                                                          "is accepted too).")
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1,
                                     help_text="Same seed, same prompt and sampling: the same reply.")
-    priority = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
-                                       help_text="Scheduling tier; batch runs yield to interactive ones.")
+    tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
+                                   help_text="Scheduling tier; batch runs yield to interactive ones.")
     ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
 
 
@@ -219,7 +219,8 @@ class RegenerateRequest(serializers.Serializer):
     temperature = serializers.FloatField(required=False, min_value=0, max_value=2, help_text="0 to 2.")
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="Greater than 0, at most 1.")
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, help_text="Sampling seed.")
-    priority = serializers.ChoiceField(choices=["interactive", "batch"], required=False, help_text="Tier.")
+    tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
+                                   help_text="Scheduling tier; batch runs yield to interactive ones.")
 
 
 class ContinueRequest(serializers.Serializer):

@@ -27,6 +27,14 @@ PATH_PARAMETERS = PAGE_PARAMETERS + [
 ]
 
 
+
+def _tier(data: dict) -> str:
+    """The run's scheduling tier; the old name `priority` is refused by name."""
+    if "priority" in data:
+        raise InvalidInput("priority is now called tier: send \"tier\": \"interactive\" or \"batch\"",
+                           field="priority")
+    return data.get("tier", "interactive")
+
 def _int(request, name: str, default, hi: int):
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -98,7 +106,7 @@ class MessageListView(TenantScoped, APIView):
     def post(self, request, chat_id: int):
         data = self.body()
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
-        run = run_submit(chat=chat, content=data.get("content"), tier=data.get("priority", "interactive"),
+        run = run_submit(chat=chat, content=data.get("content"), tier=_tier(data),
                          source=GenerationRun.Source.API, idempotency_key=request.headers.get("Idempotency-Key", ""),
                          **_sampling(data, "model", "max_tokens", "temperature", "top_p", "stop", "seed",
                                      "ignore_eos"))
@@ -120,7 +128,7 @@ class RegenerateView(_MessageAction):
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
         chat, message = self.target(chat_id, message_id)
-        run = run_regenerate(chat=chat, message=message, tier=data.get("priority", "interactive"),
+        run = run_regenerate(chat=chat, message=message, tier=_tier(data),
                              idempotency_key=request.headers.get("Idempotency-Key", ""),
                              **_sampling(data, "model", "max_tokens", "temperature", "top_p", "seed"))
         return _posted(chat, run)
@@ -136,7 +144,7 @@ class EditView(_MessageAction):
         data = self.body()
         chat, message = self.target(chat_id, message_id)
         run = run_submit(chat=chat, content=data.get("content"), edit_of=message,
-                         tier=data.get("priority", "interactive"),
+                         tier=_tier(data),
                          idempotency_key=request.headers.get("Idempotency-Key", ""),
                          **_sampling(data, "model", "max_tokens", "temperature", "top_p", "stop", "seed",
                                      "ignore_eos"))

@@ -48,7 +48,8 @@ CASES = [
     ("disabled model", '"hi"', ', "model": "retired"', "model"),
     ("model with NUL", '"hi"', ', "model": "a\\u0000"', "model"),
 ]
-REST_ONLY = [("unknown priority", '"hi"', ', "priority": "urgent"', "priority")]
+REST_ONLY = [("unknown tier", '"hi"', ', "tier": "urgent"', "tier"),
+             ("the old name priority", '"hi"', ', "priority": "batch"', "priority")]
 OPENAI_ONLY = [
     ("n above 1", '"hi"', ', "n": 2', "n"),
     ("tools", '"hi"', ', "tools": [{"type": "function"}]', "tools"),

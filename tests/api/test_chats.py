@@ -56,7 +56,7 @@ def test_bad_page_parameters_are_400(client, chat, query):
 
 def test_post_message_returns_202_with_the_run(client, chat):
     resp = client.post(f"/api/chats/{chat.pk}/messages/", {"content": "Hello", "max_tokens": 5, "seed": 4,
-                                                           "stop": ["\n\n"], "priority": "batch"},
+                                                           "stop": ["\n\n"], "tier": "batch"},
                        content_type="application/json")
     assert resp.status_code == 202, resp.content
     body = resp.json()

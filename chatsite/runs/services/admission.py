@@ -40,6 +40,18 @@ class Turn:
     continued: Message | None = None  # CONTINUE: the reply carried on
 
 
+@dataclass(frozen=True, slots=True)
+class Order:
+    """What the run is asked for: the pool, the cleaned sampling, the tier, where the
+    request came from, its idempotency key, and the prompt tokens its snapshot may use."""
+    pool: object
+    sampling: object
+    tier: str
+    source: str
+    idempotency_key: str
+    room: int
+
+
 def run_submit(*, chat: Chat, content, edit_of: Message | None = None, max_tokens=None, temperature=None,
                top_p=None, stop=None, seed=None, ignore_eos=None, tier: str = "interactive",
                source: str = GenerationRun.Source.API, idempotency_key: str = "",
@@ -68,7 +80,7 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, max_token
     tokens = count_tokens(pool.model, content)
     turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
-    return _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room)
+    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room))
 
 
 def run_regenerate(*, chat: Chat, message: Message, max_tokens=None, temperature=None, top_p=None, seed=None,
@@ -86,7 +98,7 @@ def run_regenerate(*, chat: Chat, message: Message, max_tokens=None, temperature
     pool = _pool(chat, model)
     sampling = _sampling(chat, pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
     room = _room(chat, pool, sampling, asked.token_count, what=f"the question is {asked.token_count} tokens")
-    return _admit(chat, Turn(REGENERATE, asked=asked), pool, sampling, tier, source, idempotency_key, room)
+    return _admit(chat, Turn(REGENERATE, asked=asked), Order(pool, sampling, tier, source, idempotency_key, room))
 
 
 def run_continue(*, chat: Chat, message: Message, max_tokens=None, tier: str = "interactive",
@@ -112,7 +124,7 @@ def run_continue(*, chat: Chat, message: Message, max_tokens=None, tier: str = "
     tokens = asked.token_count + message.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     room = _room(chat, pool, sampling, tokens, what=f"the question and the reply so far are {tokens} tokens")
     turn = Turn(CONTINUE, asked=asked, continued=message)
-    return _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room)
+    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room))
 
 
 class ReplyInProgress(Conflict):
@@ -166,17 +178,17 @@ def _room(chat: Chat, pool, sampling, tokens: int, *, what: str) -> int:
     return room
 
 
-def _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room) -> GenerationRun:
-    if tier not in TIERS:
-        raise InvalidInput(f"priority must be one of {', '.join(TIERS)}", field="priority")
-    refuse_if_no_worker(pool)
-    shed_if_overloaded(pool)
+def _admit(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
+    if order.tier not in TIERS:
+        raise InvalidInput(f"tier must be one of {', '.join(TIERS)}", field="tier")
+    refuse_if_no_worker(order.pool)
+    shed_if_overloaded(order.pool)
     try:
         quota = quota_for(chat.tenant)
         quota_check_rate(tenant=chat.tenant, quota=quota)
         try:
             with transaction.atomic():
-                return _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quota)
+                return _create(chat, turn, order, quota)
         except ReplyInProgress as busy:
             # The previous reply's stream has ended but its worker has not saved it yet (the
             # terminal entry comes first): save it here (idempotent), then admit this turn.
@@ -184,12 +196,12 @@ def _admit(chat, turn, pool, sampling, tier, source, idempotency_key, room) -> G
                 raise
             run_finalize(run_id=busy.run_id)
             with transaction.atomic():
-                return _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quota)
+                return _create(chat, turn, order, quota)
     except RateLimited:
         quota_record_refusal(tenant=chat.tenant)
         raise
     except IntegrityError:
-        existing = _existing(chat, idempotency_key) if idempotency_key else None
+        existing = _existing(chat, order.idempotency_key) if order.idempotency_key else None
         if existing is None:
             raise
         return existing
@@ -220,12 +232,13 @@ def _messages(chat: Chat, turn: Turn) -> tuple[Message, Message, int | None]:
     return asked, reply, anchor
 
 
-def _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quota) -> GenerationRun:
+def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
+    pool, sampling = order.pool, order.sampling
     locked = Chat.objects.select_for_update().get(pk=chat.pk)
     locked.tenant = chat.tenant  # already loaded
     chat = locked
     # A concurrent request with the same key may have committed while we waited for the lock.
-    existing = _existing(chat, idempotency_key) if idempotency_key else None
+    existing = _existing(chat, order.idempotency_key) if order.idempotency_key else None
     if existing is not None:
         return existing
     active = GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).values_list("pk", flat=True).first()
@@ -236,16 +249,16 @@ def _create(chat, turn, pool, sampling, tier, source, idempotency_key, room, quo
         chat.title = " ".join(turn.content.split())[:60]
     chat.current_leaf = reply
     chat.save(update_fields=["title", "updated_at", "current_leaf"])
-    snapshot, prompt_tokens = _snapshot(chat, pool, asked, room, prefix=turn.continued)
+    snapshot, prompt_tokens = _snapshot(chat, pool, asked, order.room, prefix=turn.continued)
     reservation = quota_reserve(
         tenant=chat.tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
         active_runs=lambda: GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count())
     run = GenerationRun.objects.create(
         tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply, pool=pool,
-        tier=tier, source=source, seed=sampling.seed, max_tokens=sampling.max_tokens,
+        tier=order.tier, source=order.source, seed=sampling.seed, max_tokens=sampling.max_tokens,
         sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop),
                   "ignore_eos": sampling.ignore_eos},
-        prompt_snapshot=snapshot, idempotency_key=idempotency_key,
+        prompt_snapshot=snapshot, idempotency_key=order.idempotency_key,
         reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
     )
     run.user_message, run.assistant_message = asked, reply
