@@ -1,8 +1,8 @@
 """Drain one worker and wait until its runs are done: a Kubernetes preStop hook."""
-import os
 import socket
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from chatsite import redis_keys
@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--worker", required=True, help="the worker's name; %%h stands for this host")
-        parser.add_argument("--deadline", type=float, default=float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30")),
+        parser.add_argument("--deadline", type=float, default=settings.CHATSITE["DRAIN_SECONDS"],
                             help="seconds runs may take to finish (default CHATSITE_DRAIN_SECONDS, else 30)")
 
     def handle(self, *args, worker, deadline, **opts):
