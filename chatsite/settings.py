@@ -196,6 +196,30 @@ CHATSITE.update({
     "METRICS_REQUIRE_TOKEN": env_bool("CHATSITE_METRICS_REQUIRE_TOKEN", False),
 })
 
+# --- workers: the engine, slots, heartbeat, sweep, drain, stream writes ---------
+CHATSITE.update({
+    # The engine a worker runs: "vllm" (the product) or "fake" (the fast deterministic
+    # engine of the platform tests and benchmarks), and the fake engine's seconds per token.
+    "ENGINE": os.environ.get("CHATSITE_ENGINE", "vllm"),
+    "FAKE_STEP_SECONDS": float(os.environ.get("CHATSITE_FAKE_STEP_SECONDS", "0.01")),
+    # Runs one worker process holds at once (Celery threads sharing its one engine).
+    "WORKER_SLOTS": int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
+    # A queue message unacknowledged this long is delivered again (a dead worker's runs).
+    "VISIBILITY_TIMEOUT_SECONDS": int(os.environ.get("CHATSITE_VISIBILITY_TIMEOUT", "3600")),
+    # How often beat sweeps for runs whose lease lapsed.
+    "SWEEP_SECONDS": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "3")),
+    # Heartbeat period (capped at 1 s: the lease is a few of them).
+    "HEARTBEAT_SECONDS": min(float(os.environ.get("CHATSITE_HEARTBEAT_SECONDS", "1.0")), 1.0),
+    # Seconds a draining worker lets its runs finish before it hands the rest back.
+    "DRAIN_SECONDS": float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30")),
+    # Tokens a worker gathers into one stream entry (a run's first token never waits).
+    "COALESCE_SECONDS": float(os.environ.get("CHATSITE_COALESCE_MS", "20")) / 1000,
+    # Prefix-cache affinity: a chat's next turn goes to the worker that holds its prefix.
+    "AFFINITY": os.environ.get("CHATSITE_AFFINITY", "1") != "0",
+    # On a CPU host, bind vLLM's engine-core process to its model worker's cores.
+    "COLOCATE_ENGINE_CORE": os.environ.get("CHATSITE_COLOCATE_ENGINE_CORE", "1") != "0",
+})
+
 # Celery: Redis broker; settings the worker reads are in workers/app.py.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 

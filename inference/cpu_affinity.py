@@ -10,7 +10,8 @@ concurrent streams: the engine core used 10.7 CPU s per level unpinned and 2.2 s
 pinned, and the platform's throughput went from 1031 to 1564 tokens/s.
 
 On the engine's own cores the spin yields to the model worker (same run queue), which
-is exactly what it waits for. Set CHATSITE_COLOCATE_ENGINE_CORE=0 to leave it alone.
+is exactly what it waits for. The worker passes enabled=False when
+settings.CHATSITE["COLOCATE_ENGINE_CORE"] is off (CHATSITE_COLOCATE_ENGINE_CORE=0).
 """
 import logging
 import os
@@ -42,11 +43,11 @@ def _engine_processes(parent_pid: int) -> tuple[list, list]:
     return cores, workers
 
 
-def colocate_engine_core(parent_pid: int | None = None) -> set[int] | None:
+def colocate_engine_core(parent_pid: int | None = None, enabled: bool = True) -> set[int] | None:
     """Bind every thread of the engine-core process(es) under `parent_pid` (default:
     this process) to the cores its model workers are bound to. Returns those cores,
     or None when there is nothing to do (GPU platform, disabled, no binding)."""
-    if os.environ.get("CHATSITE_COLOCATE_ENGINE_CORE", "1") == "0" or not hasattr(os, "sched_setaffinity"):
+    if not enabled or not hasattr(os, "sched_setaffinity"):
         return None
     from vllm.platforms import current_platform
 

@@ -13,8 +13,9 @@ log = logging.getLogger(__name__)
 class VllmBackend:
     """Wraps AsyncLLM behind the EngineBackend interface."""
 
-    def __init__(self, spec: EngineSpec):
+    def __init__(self, spec: EngineSpec, colocate_engine_core: bool = True):
         self.spec = spec
+        self.colocate = colocate_engine_core
         self.engine = None
         self.tokenizer = None
         self._scheduler = None
@@ -30,7 +31,7 @@ class VllmBackend:
         log.info("engine %s: loading %s", self.spec.pool, self.spec.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
         self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[_make_stats_logger(self)])
-        colocate_engine_core()
+        colocate_engine_core(enabled=self.colocate)
         log.info("engine %s: ready in %.1f s", self.spec.pool, time.monotonic() - started)
 
     async def add(self, request: GenerationRequest, emit) -> None:

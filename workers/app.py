@@ -12,6 +12,8 @@ from chatsite.runs.queues import MAINTENANCE
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
+from django.conf import settings  # noqa: E402  (lazy: read, not set up)
+
 app = Celery("chatsite", include=["workers.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
@@ -20,20 +22,20 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     # One engine serves many runs at once: each run's task waits on a thread.
     worker_pool="threads",
-    worker_concurrency=int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
+    worker_concurrency=settings.CHATSITE["WORKER_SLOTS"],
     task_create_missing_queues=True,
     task_default_queue=MAINTENANCE,
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,
     broker_transport_options={
         # A message unacknowledged this long is delivered again (a dead worker's runs).
-        "visibility_timeout": int(os.environ.get("CHATSITE_VISIBILITY_TIMEOUT", "3600")),
+        "visibility_timeout": settings.CHATSITE["VISIBILITY_TIMEOUT_SECONDS"],
         # Consume queues in the order given: own queue, interactive, then batch.
         "queue_order_strategy": "priority",
     },
     worker_hijack_root_logger=False,
     beat_schedule={
-        "sweep-runs": {"task": "workers.sweep_runs", "schedule": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "3"))},
+        "sweep-runs": {"task": "workers.sweep_runs", "schedule": settings.CHATSITE["SWEEP_SECONDS"]},
         "scale-recommendations": {"task": "workers.record_scale_recommendations", "schedule": 30.0},
     },
 )

@@ -3,9 +3,10 @@
 Routing, the admin and the metrics read them; the same beat keeps this
 worker's run leases alive and notices a lease another attempt has taken."""
 import logging
-import os
 import threading
 import time
+
+from django.conf import settings
 
 from chatsite import redis_keys
 from chatsite.pools.health import pool_index_beat, pool_index_leave
@@ -15,7 +16,7 @@ from chatsite.runs.stream import lease
 log = logging.getLogger(__name__)
 
 # About once a second; never slower than health.STALE_SECONDS allows (three missed beats = gone).
-INTERVAL_SECONDS = min(float(os.environ.get("CHATSITE_HEARTBEAT_SECONDS", "1.0")), 1.0)
+INTERVAL_SECONDS = settings.CHATSITE["HEARTBEAT_SECONDS"]
 TTL_SECONDS = 10
 
 

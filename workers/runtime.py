@@ -4,8 +4,9 @@ Configured from the pool's row in Postgres. CHATSITE_ENGINE=fake swaps in the
 deterministic fake engine for platform tests; the default is always vLLM.
 """
 import logging
-import os
 import time
+
+from django.conf import settings
 
 from chatsite.pools.models import ModelPool
 from inference.engine_host import EngineHost
@@ -33,11 +34,11 @@ def current() -> Runtime | None:
 
 
 def _backend(pool: ModelPool):
-    kind = os.environ.get("CHATSITE_ENGINE", "vllm")
+    kind = settings.CHATSITE["ENGINE"]
     if kind == "fake":
         from inference.fake_backend import FakeBackend
 
-        return FakeBackend(step_seconds=float(os.environ.get("CHATSITE_FAKE_STEP_SECONDS", "0.01")))
+        return FakeBackend(step_seconds=settings.CHATSITE["FAKE_STEP_SECONDS"])
     if kind != "vllm":
         raise RuntimeError(f"CHATSITE_ENGINE must be 'vllm' or 'fake', not {kind!r}")
     from inference.specs import EngineSpec
@@ -45,7 +46,7 @@ def _backend(pool: ModelPool):
 
     spec = EngineSpec.build(pool=pool.name, model=pool.model, context_length=pool.context_length,
                             engine_args=pool.engine_args)
-    return VllmBackend(spec)
+    return VllmBackend(spec, colocate_engine_core=settings.CHATSITE["COLOCATE_ENGINE_CORE"])
 
 
 def start(*, pool_name: str, worker_name: str) -> Runtime:
@@ -97,7 +98,7 @@ def stop(deadline_seconds: float | None = None) -> None:
     if rt is None:
         return
     if deadline_seconds is None:
-        deadline_seconds = float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30"))
+        deadline_seconds = settings.CHATSITE["DRAIN_SECONDS"]
     drain(deadline_seconds)
     rt.heartbeat.stop()
     rt.host.shutdown()

@@ -9,13 +9,13 @@ and gets nothing more written. If the writer falls behind, the steps that piled 
 are merged, so a slow Redis costs fewer, larger entries, not a stalled engine.
 """
 import logging
-import os
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
 
 import redis
+from django.conf import settings
 
 from chatsite.runs.stream import codec, log as stream_log
 from chatsite.runs.stream.log import CANCEL_ASKED, STALE, Write
@@ -28,7 +28,7 @@ IDLE_POLL_SECONDS = 0.2
 # entries, round trips and SSE frames (each costs the platform CPU across worker,
 # Redis and web), while text still arrives 50 times a second, faster than anyone
 # reads. A run's first token is never held back (it is the TTFT).
-COALESCE_SECONDS = float(os.environ.get("CHATSITE_COALESCE_MS", "20")) / 1000
+COALESCE_SECONDS = settings.CHATSITE["COALESCE_SECONDS"]
 REDIS_RETRY_SECONDS = 60.0
 
 # What became of a run, as its task reads it once `done` is set.

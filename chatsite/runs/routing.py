@@ -6,8 +6,6 @@ hot; then it spills to the pool's queue and the chat re-pins to whichever
 worker takes it. Batch runs always use the pool queue: their priority matters
 more than their cache.
 """
-import os
-
 from django.conf import settings
 
 from chatsite import redis_keys
@@ -20,7 +18,7 @@ AFFINITY_TTL_SECONDS = 3600
 
 
 def affinity_enabled() -> bool:
-    return os.environ.get("CHATSITE_AFFINITY", "1") != "0"
+    return settings.CHATSITE["AFFINITY"]
 
 
 def worker_is_available(beat: dict | None, pool: str) -> bool:
@@ -45,7 +43,3 @@ def queue_for(run: GenerationRun) -> str:
 def affinity_pin(*, chat_id: int, worker: str) -> None:
     """Remember the worker now holding this chat's prefix in its cache."""
     get_redis().set(redis_keys.chat_affinity(chat_id), worker, ex=AFFINITY_TTL_SECONDS)
-
-
-def affinity_worker(chat_id: int) -> str | None:
-    return get_redis().get(redis_keys.chat_affinity(chat_id))

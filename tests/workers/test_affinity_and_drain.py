@@ -3,9 +3,10 @@ import time
 
 import pytest
 
+from chatsite import redis_keys
 from chatsite.celery import app
+from chatsite.redis_client import get_redis
 from chatsite.runs.stream import codec, log
-from chatsite.runs.routing import affinity_worker
 from tests import stack
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import read_events, text_of
@@ -32,7 +33,7 @@ def test_turns_of_a_chat_stay_on_one_worker(live_url, second_worker, chat, auth)
         run = post_message(live_url, auth, chat.pk, content=f"turn {i}", max_tokens=5)
         workers.append(wait_terminal(run["id"]).worker)
     assert len(set(workers)) == 1
-    assert affinity_worker(chat.pk) == workers[0]
+    assert get_redis().get(redis_keys.chat_affinity(chat.pk)) == workers[0]  # the chat is pinned to it
 
 
 def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url, second_worker, chat, auth):
