@@ -19,23 +19,35 @@ class Event:
         return json.loads(self.data)
 
 
-async def events(resp: aiohttp.ClientResponse):
-    """Yield SSE events as they arrive; comment lines (keep-alives) are skipped."""
-    event_id, kind, data = None, "message", []
-    async for raw in resp.content:
-        line = raw.decode().rstrip("\r\n")
+class LineParser:
+    """The SSE wire format, one line at a time (shared with the tests' client,
+    tests/sse.py): `feed` returns (id, event, data) when a line ends an event,
+    else None; comment lines (keep-alives) are skipped."""
+
+    def __init__(self):
+        self.event_id, self.kind, self.data = None, "message", []
+
+    def feed(self, line: str) -> tuple[str | None, str, str] | None:
         if line == "":
-            if data:
-                yield Event(time.perf_counter(), time.time() * 1000, event_id, kind, "\n".join(data))
-            event_id, kind, data = None, "message", []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("id:"):
-            event_id = line[3:].strip()
+            out = (self.event_id, self.kind, "\n".join(self.data)) if self.data else None
+            self.event_id, self.kind, self.data = None, "message", []
+            return out
+        if line.startswith("id:"):
+            self.event_id = line[3:].strip()
         elif line.startswith("event:"):
-            kind = line[6:].strip()
+            self.kind = line[6:].strip()
         elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
+            self.data.append(line[5:].lstrip())
+        return None
+
+
+async def events(resp: aiohttp.ClientResponse):
+    """Yield SSE events as they arrive, each stamped when its bytes did."""
+    parser = LineParser()
+    async for raw in resp.content:
+        done = parser.feed(raw.decode().rstrip("\r\n"))
+        if done is not None:
+            yield Event(time.perf_counter(), time.time() * 1000, *done)
 
 
 def session(limit: int) -> aiohttp.ClientSession:

@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from bench.sse_client import LineParser
+
 
 @dataclass
 class Event:
@@ -13,20 +15,12 @@ class Event:
 
 
 def parse(lines) -> "iter[Event]":
-    event_id, kind, data = None, "message", []
+    parser = LineParser()
     for line in lines:
-        if line == "":
-            if data:
-                yield Event(event_id, kind, json.loads("\n".join(data)))
-            event_id, kind, data = None, "message", []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("id:"):
-            event_id = line[3:].strip()
-        elif line.startswith("event:"):
-            kind = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
+        done = parser.feed(line)
+        if done is not None:
+            event_id, kind, data = done
+            yield Event(event_id, kind, json.loads(data))
 
 
 def read_events(url: str, *, headers: dict | None = None, last_event_id: str | None = None,

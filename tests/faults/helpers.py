@@ -1,26 +1,13 @@
 """Checks every fault test makes: one terminal state, byte-identical text everywhere."""
-import time
-
 from chatsite import redis_keys
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.log import rebuild
-
-TERMINAL_WITHIN = 60.0
+from tests.runs.helpers import wait_terminal  # noqa: F401 (the fault tests import it from here too)
 
 
 def stream_entries(client, run_id):
     return [codec.decode(i, f) for i, f in client.xrange(redis_keys.run_stream(run_id))]
-
-
-def wait_terminal(run_id, timeout=TERMINAL_WITHIN) -> GenerationRun:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        run = GenerationRun.objects.select_related("assistant_message").get(pk=run_id)
-        if run.is_terminal:
-            return run
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} has no terminal state after {timeout} s")
 
 
 def assert_nothing_lost(client, run_id, *client_texts) -> GenerationRun:
