@@ -5,6 +5,9 @@ import httpx
 import pytest
 
 from chatsite.quotas.models import TenantQuota
+from chatsite.redis_client import get_redis
+from chatsite.runs import queues
+from tests.factories import ChatFactory, queueing_pool
 from tests.runs.helpers import post_message, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,7 +32,22 @@ def test_metrics_reflect_runs_workers_and_refusals(live_url, fake_workers, chat,
     assert metric(text, "chatsite_ttft_seconds_count", pool="flagship") == count_before + 1
     assert metric(text, "chatsite_ttft_seconds_bucket", pool="flagship", le="+Inf") >= 1
     assert metric(text, "chatsite_runs", pool="flagship", status="completed") >= 1
-    assert metric(text, "chatsite_queue_depth", pool="flagship", tier="interactive") >= 0
     assert metric(text, "chatsite_refusals_total", kind="budget") >= 1
     workers = re.findall(r'^chatsite_worker_ready\{worker="([^"]+)",pool="flagship"\} 1.0$', text, re.M)
     assert workers, "a ready flagship worker reports in /metrics"
+
+
+def test_queue_depth_counts_the_runs_waiting_in_each_tier(live_url, tenant, user, auth):
+    pool = queueing_pool("qd-pool")  # no worker serves it: what is admitted stays queued
+    try:
+        for tier, n in (("interactive", 2), ("batch", 1)):
+            for _ in range(n):
+                chat = ChatFactory(tenant=tenant, owner=user, pool=pool)
+                resp = httpx.post(f"{live_url}/api/chats/{chat.pk}/messages/", headers=auth,
+                                  json={"content": "wait", "tier": tier})
+                assert resp.status_code == 202, resp.text
+        text = httpx.get(f"{live_url}/metrics").text
+        assert metric(text, "chatsite_queue_depth", pool="qd-pool", tier="interactive") == 2
+        assert metric(text, "chatsite_queue_depth", pool="qd-pool", tier="batch") == 1
+    finally:
+        get_redis().delete(*(queues.pool_queue("qd-pool", tier) for tier in queues.TIERS))
