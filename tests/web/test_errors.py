@@ -81,6 +81,9 @@ def test_budget_exhausted_is_explained(chat_page: ChatPage):
 
 def test_a_reply_already_in_progress_is_shown_and_followed(chat_page: ChatPage, web_user):
     chat = _chat_on(web_user, "flagship")
+    # this page's live connection is down, so it cannot learn of the other window's
+    # reply before it sends: the server's refusal is what tells it
+    chat_page.page.route(f"{chat_page.live_url}/events*", lambda route: route.abort())
     chat_page.open_chat(chat.pk)
     # another window starts a long reply in this chat; this page does not know yet
     started = chat_page.api("POST", f"/api/chats/{chat.pk}/messages/", {"content": "From elsewhere", **LONG_REPLY})
