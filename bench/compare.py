@@ -3,7 +3,6 @@
 prompts, same output length.
 
     .venv/bin/python -m bench.compare [--reps 2] [--levels 1,8,32,64] [--profile] [--tag NAME]
-                                      [--patch bench/patches/X.patch]
 
 The machine is shared (other sessions' test suites and model builds come and go),
 so the arms are interleaved instead of run one after the other: all three are
@@ -11,10 +10,6 @@ loaded first, then for each repetition and level the arms are driven one at a
 time, in a rotating order, so a burst of someone else's load hits every arm
 alike. An arm that is not being driven is idle (its engine sleeps; its CPU is
 measured and reported). Each arm's figures pool all its repetitions.
-
---patch adds a second phase: arms (a) and (c) are stopped and (d), the platform
-run from a scratch copy of this checkout with the patch applied, is interleaved
-with a fresh round of (b) (reported as b2); never more than three engines loaded.
 
 Writes bench/out/compare[_tag].{json,md,png}.
 """
@@ -143,7 +138,7 @@ def pooled(arm: str, runs: list, arm_pids: dict, stack=None) -> dict:
     out["cpu"] = {"wall_s": sum(cpu["wall_s"] for _, _, cpu, _ in runs), "proc_cpu_s": proc, "ours_cpu_s": ours,
                   "machine_busy_s": sum(cpu["machine_busy_s"] for _, _, cpu, _ in runs),
                   "machine_cores": os.cpu_count()}
-    if arm in ("c", "d"):
+    if arm == "c":
         delays = [d for _, _, _, e in runs for d in e["delays"]]
         out.update(post_retries=sum(e["post_retries"] for _, _, _, e in runs),
                    snapshots=sum(e.get("snapshots", 0) for _, _, _, e in runs),
@@ -186,7 +181,6 @@ def main() -> None:
     ap.add_argument("--levels", default=",".join(map(str, common.LEVELS)))
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--profile", action="store_true", help="py-spy the web process and the worker after the levels")
-    ap.add_argument("--patch", default="", help="also measure the platform with this patch applied (arm d)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--colocate-baselines", action="store_true",
                     help="give arms (a) and (b) the platform's engine-core placement too (default: vLLM as shipped)")
@@ -201,22 +195,13 @@ def main() -> None:
                              levels, a.reps, a.profile)
     lengths = sorted({len(ids) for _, ids in prompts})
     prompt_tokens = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
-    meta = {"prompt_tokens": prompt_tokens, "reps": a.reps, "colocated_baselines": a.colocate_baselines, "idle_cpu_s": res["idle"], "profile": res["profile"], "patch": a.patch,
+    meta = {"prompt_tokens": prompt_tokens, "reps": a.reps, "colocated_baselines": a.colocate_baselines, "idle_cpu_s": res["idle"], "profile": res["profile"],
             "level_max_seconds": common.LEVEL_MAX_SECONDS, "stagger_seconds": common.STAGGER_SECONDS}
-    if a.patch:
-        from bench.patched_tree import patched_copy
-
-        root = patched_copy(common.ROOT / a.patch)
-        phase2, _ = run_phase({"b": ServerArm(prompts),
-                               "d": PlatformArm(prompts, worker_slots=slots, db_name="bench_chatsite_patched",
-                                                root=root)}, levels, a.reps, False)
-        summary["b2"], summary["d"] = phase2["b"], phase2["d"]
     common.write_json(f"compare{tag}.json", {"meta": meta, "arms": summary})
     idle = {k: round(v, 2) for k, v in res["idle"]["proc_cpu_s"].items() if v}
     text = (f"{a.reps} repetitions, arms interleaved; at most {common.LEVEL_MAX_SECONDS:.0f} s of new requests per "
             f"level; CPU s used by the loaded arms while all idle for {res['idle']['wall_s']:.0f} s: {idle or 'none'}"
-            + (f"\n(d) = the platform with {a.patch} applied, interleaved with a second round of (b) = b2"
-               if a.patch else "") + f"\nprompts of {prompt_tokens} tokens (chat template included), {common.OUTPUT_TOKENS} output tokens, "
+            + f"\nprompts of {prompt_tokens} tokens (chat template included), {common.OUTPUT_TOKENS} output tokens, "
             f"temperature 0, ignore_eos\n\n" + render(summary, tag, prompt_tokens))
     (common.OUT / f"compare{tag}.md").write_text(text + "\n")
     print(text)

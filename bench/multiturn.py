@@ -133,14 +133,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--arms", default=",".join(ARMS))
-    ap.add_argument("--patch", default="", help="run the platform from a scratch copy with this patch applied")
     a = ap.parse_args()
-    root = common.ROOT
-    if a.patch:
-        from bench.patched_tree import patched_copy
-
-        root = patched_copy(common.ROOT / a.patch)
-    stack = Stack(db_name="bench_multiturn", root=root)
+    stack = Stack(db_name="bench_multiturn")
     key = stack.seed()
     data = {}
     try:
@@ -149,7 +143,7 @@ def main() -> None:
     finally:
         stack.stop()
     common.write_json("multiturn.json", data)
-    text = (f"code: {'this checkout + ' + a.patch if a.patch else 'this checkout'}; {a.conversations} conversations "
+    text = (f"{a.conversations} conversations "
             f"at once, {TURNS} turns, {REPLY_TOKENS}-token replies\n") + render(data)
     plot(data, common.OUT / "multiturn.png")
     (common.OUT / "multiturn.md").write_text(text + "\n")

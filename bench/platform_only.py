@@ -215,7 +215,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0, help="per level")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--patch", default="", help="run the platform from a scratch copy with this patch applied")
     ap.add_argument("--tag", default="")
     ap.add_argument("--streams", default=",".join(map(str, STREAMS)))
     ap.add_argument("--fanout", default=",".join(map(str, FANOUT)), help="readers per run; empty to skip")
@@ -223,12 +222,7 @@ def main() -> None:
     a = ap.parse_args()
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
     tag = f"_{a.tag}" if a.tag else ""
-    root = common.ROOT
-    if a.patch:
-        from bench.patched_tree import patched_copy
-
-        root = patched_copy(common.ROOT / a.patch)
-    stack = Stack(db_name="bench_platform", root=root)
+    stack = Stack(db_name="bench_platform")
     try:
         key = stack.seed()
         web, url = stack.start_web()
@@ -241,8 +235,7 @@ def main() -> None:
     finally:
         stack.stop()
     text = tables(data)
-    text = (f"code: {'this checkout + ' + a.patch if a.patch else 'this checkout'}; {a.seconds:.0f} s of new runs "
-            f"per level\n\n") + text
+    text = f"{a.seconds:.0f} s of new runs per level\n\n" + text
     (common.OUT / f"platform_only{tag}.md").write_text(text + "\n")
     print(text)
     if "profile" in data:

@@ -19,10 +19,9 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
-ARM_NAMES = {"a": "(a) vLLM AsyncLLM in process", "b": "(b) vLLM OpenAI server", "c": "(c) platform end to end",
-             "b2": "(b2) vLLM OpenAI server, phase 2", "d": "(d) platform + patch"}
-ORDER = ("a", "b", "c", "b2", "d")
-BASELINE = {"c": "b", "d": "b2"}  # the server arm measured alongside each platform arm
+ARM_NAMES = {"a": "(a) vLLM AsyncLLM in process", "b": "(b) vLLM OpenAI server", "c": "(c) platform end to end"}
+ORDER = ("a", "b", "c")
+BASELINE = {"c": "b"}  # the server arm measured alongside the platform arm
 
 
 def comparison_table(arms: dict) -> str:
@@ -56,7 +55,7 @@ def ratio_table(arms: dict) -> str:
     div = lambda x, y: (x / y) if (x is not None and y) else None  # noqa: E731
     sub = lambda x, y: (x - y) if (x is not None and y is not None) else None  # noqa: E731
     for c in sorted({int(k) for d in arms.values() for k in d["levels"]}):
-        for arm in ("c", "d"):
+        for arm in ("c",):
             get = lambda key: arms.get(key, {}).get("levels", {}).get(str(c))  # noqa: E731
             cc, a, b = get(arm), get("a"), get(BASELINE[arm])
             if cc is None:
@@ -84,7 +83,7 @@ def cpu_table(arms: dict) -> str:
             engine = sum(v for k, v in per.items() if k.startswith("VLLM") and v)
             if arm == "a":
                 front = per.get("engine_proc")
-            elif arm in ("b", "b2"):
+            elif arm == "b":
                 front = per.get("api_server")
             else:
                 front = sum(per.get(k) or 0 for k in ("web", "worker", "redis"))

@@ -13,8 +13,6 @@ import sys
 
 from bench import common
 
-# compare, platform_only and multiturn also take --patch FILE to measure a proposed
-# change from a scratch copy (bench/patches/); run_all measures the code as it is.
 STEPS = {
     "compare": ["-m", "bench.compare", "--profile"],
     "platform_only": ["-m", "bench.platform_only", "--profile"],
