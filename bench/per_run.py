@@ -23,12 +23,7 @@ CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 
 async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "") -> dict:
-    with stack.sql() as conn:
-        chats = [row[0] for row in conn.execute(
-            "insert into chats_chat (tenant_id, owner_id, title, pool_id, created_at, updated_at) "
-            "select t.id, u.id, '', p.id, now(), now() from generate_series(1, %s), tenancy_tenant t, auth_user u, "
-            "pools_modelpool p where t.slug = 'demo' and u.username = 'demo' and p.name = %s returning id",
-            (runs + 4 * concurrency, common.POOL)).fetchall()]
+    chats = stack.make_chats(runs + 4 * concurrency)
     todo = iter(chats)
     reqs: list[common.Request] = []
     async with sse_client.session(limit=0) as http:

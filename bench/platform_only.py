@@ -33,16 +33,6 @@ FANOUT = (1, 2, 4, 8, 16, 32, 64)
 CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 
-def make_chats(stack: Stack, count: int) -> list[int]:
-    """Chats for the demo user, straight in the database (making them is not measured)."""
-    with stack.sql() as conn:
-        return [row[0] for row in conn.execute(
-            "insert into chats_chat (tenant_id, owner_id, title, pool_id, created_at, updated_at) "
-            "select t.id, u.id, '', p.id, now(), now() from generate_series(1, %s), tenancy_tenant t, auth_user u, "
-            "pools_modelpool p where t.slug = 'demo' and u.username = 'demo' and p.name = %s returning id",
-            (count, common.POOL)).fetchall()]
-
-
 async def follow(client: Client, events_url: str, delays: list, counts: list) -> None:
     """One extra SSE reader of a run (fan-out), from the start of the stream."""
     sent_ms = time.time() * 1000
@@ -62,7 +52,7 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
     """`runs` clients, each posting messages back to back for `seconds`; each run read
     by `readers` SSE clients (the poster plus readers - 1 followers)."""
     per_client = 3 * math.ceil(seconds / (tokens * STEP_SECONDS)) + 4
-    chats = iter(await asyncio.to_thread(make_chats, stack, runs * per_client))
+    chats = iter(await asyncio.to_thread(stack.make_chats, runs * per_client))
     delays: list[float] = []
     extra: list[int] = []
     reqs: list[common.Request] = []

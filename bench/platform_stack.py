@@ -110,6 +110,15 @@ class Stack:
     def sql(self) -> psycopg.Connection:
         return psycopg.connect(self.db_url, autocommit=True)
 
+    def make_chats(self, count: int, pool: str = common.POOL) -> list[int]:
+        """Chats of the demo user, straight in the database (making them is not measured)."""
+        with self.sql() as conn:
+            return [row[0] for row in conn.execute(
+                "insert into chats_chat (tenant_id, owner_id, title, pool_id, system_prompt, listed, created_at, "
+                "updated_at) select t.id, u.id, '', p.id, '', true, now(), now() from generate_series(1, %s), "
+                "tenancy_tenant t, auth_user u, pools_modelpool p where t.slug = 'demo' and u.username = 'demo' "
+                "and p.name = %s returning id", (count, pool)).fetchall()]
+
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
 

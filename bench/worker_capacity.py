@@ -39,12 +39,7 @@ def stream_tokens(r, run_ids: list[int]) -> int:
 
 
 async def start_runs(stack, url: str, key: str, n: int, tokens: int) -> list[int]:
-    with stack.sql() as conn:
-        chats = [row[0] for row in conn.execute(
-            "insert into chats_chat (tenant_id, owner_id, title, pool_id, created_at, updated_at) "
-            "select t.id, u.id, '', p.id, now(), now() from generate_series(1, %s), tenancy_tenant t, auth_user u, "
-            "pools_modelpool p where t.slug = 'demo' and u.username = 'demo' and p.name = %s returning id",
-            (n, common.POOL)).fetchall()]
+    chats = stack.make_chats(n)
     body = {"content": CONTENT, "max_tokens": tokens, "temperature": 0.0, "ignore_eos": True}
     async with sse_client.session(limit=0) as http:
         client = Client(url, key, http)
