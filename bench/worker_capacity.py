@@ -80,6 +80,30 @@ def level(stack, url, key, pids, n: int, rate: float, seconds: float) -> dict:
             "machine_busy_pct": 100 * cpu["machine_busy_s"] / (wall * os.cpu_count())}
 
 
+def plot(rows: list[dict], rate: float, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    streams = [r["streams"] for r in rows]
+    ax.plot(streams, [r["offered_tok_s"] for r in rows], "--", color="grey", label="offered")
+    ax.plot(streams, [r["tok_s"] for r in rows], "o-", label="written to Redis")
+    ax.axhline(40000, color="red", lw=0.8, label="target 40k tok/s")
+    ax.set_xlabel(f"streams at {rate:.0f} tok/s each")
+    ax.set_ylabel("tokens/s through one worker")
+    ax2 = ax.twinx()
+    ax2.plot(streams, [r["worker_us_per_token"] for r in rows], "s:", color="C2", label="worker us/token")
+    ax2.set_ylabel("worker CPU us per token")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left")
+    ax2.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", default="50,100,200,300")
@@ -93,8 +117,9 @@ def main() -> None:
     try:
         key = stack.seed()
         with stack.sql() as conn:  # room for the longest level
-            conn.execute("update pools_modelpool set max_output_tokens = %s, max_queued_runs = 100000 "
-                         "where name = %s", (int(a.rate * (a.seconds + 60)), common.POOL))
+            longest = int(a.rate * (a.seconds + 60))
+            conn.execute("update pools_modelpool set max_output_tokens = %s, context_length = %s, "
+                         "max_queued_runs = 100000 where name = %s", (longest, longest + 512, common.POOL))
         web, url = stack.start_web()
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=1 / a.rate,
                                     CHATSITE_WORKER_SLOTS=max(levels) + 8)
@@ -116,7 +141,8 @@ def main() -> None:
                           r["worker_us_per_token"], r["worker_cpu_pct"], r["redis_us_per_token"],
                           r["machine_busy_pct"]] for r in rows])
     (common.OUT / f"worker_capacity{tag}.md").write_text(text + "\n")
-    print(text)
+    plot(rows, a.rate, common.OUT / f"worker_capacity{tag}.png")
+    print(text + f"\nplot: bench/out/worker_capacity{tag}.png")
 
 
 if __name__ == "__main__":

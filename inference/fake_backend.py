@@ -77,8 +77,14 @@ class FakeBackend:
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
 
     async def _steps(self) -> None:
+        # Steps keep to a clock (start + k * step_seconds), so the time a step's
+        # hand-off takes does not slow the pace: the offered rate is the rate asked for,
+        # as long as the process keeps up (then steps run back to back).
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while self._active:
-            await asyncio.sleep(self.step_seconds)
+            due += self.step_seconds
+            await asyncio.sleep(max(0.0, due - loop.time()))
             for rid, req in list(self._active.items()):
                 if rid in self._aborted:
                     self._aborted.discard(rid)
