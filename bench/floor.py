@@ -180,7 +180,7 @@ async def level(server: Server, paths: list[str], seconds: float, extra_pids: di
     wall = cpu["wall_s"]
     per = {k: (1e6 * v / frames if v is not None and frames else None) for k, v in cpu["proc_cpu_s"].items()}
     return {"clients": len(paths), "offered_fps": len(paths) / TICK, "fps": frames / wall,
-            "p50_ms": loadgen.percentile(delays, 50), "p99_ms": loadgen.percentile(delays, 99),
+            "p50_ms": common.pct(delays, 50), "p99_ms": common.pct(delays, 99),
             "server_us_per_frame": per["server"], "loadgen_us_per_frame": 1e6 * gen / frames if frames else None,
             "others_us_per_frame": {k: v for k, v in per.items() if k != "server"},
             "errors": len(stats.errors), "machine_busy_pct": 100 * cpu["machine_busy_s"] / (wall * os.cpu_count())}

@@ -129,16 +129,6 @@ def cost() -> float:
     return time.process_time()
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    k = (len(s) - 1) * q / 100
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
 def use_uvloop() -> None:
     import uvloop
 

@@ -26,6 +26,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_redis(client, timeout: float = 10) -> None:
+    """Until a Redis server just started answers PING."""
+    import redis
+
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > end:
+                raise TimeoutError("redis-server did not start") from None
+            time.sleep(0.05)
+
+
 def process_env(db_settings: dict, redis_url: str, **extra) -> dict:
     """The environment a child process needs to share the test database and Redis."""
     env = os.environ.copy()

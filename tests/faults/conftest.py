@@ -26,14 +26,7 @@ class RedisServer:
         self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                                       "--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis.from_url(self.url)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise TimeoutError("redis-server did not start")
+        stack.wait_for_redis(redis.Redis.from_url(self.url))
 
     def stop(self, sig="term"):
         if self.proc.poll() is None:

@@ -70,12 +70,7 @@ def test_a_redis_that_keeps_nothing_is_reported_as_such(tmp_path):
                     "--dir", str(tmp_path)], check=True, timeout=30)
     client = redis.Redis(port=port, decode_responses=True)
     try:
-        for _ in range(50):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+        stack.wait_for_redis(client)
         state = redis_persistence(client)
         assert not state.persistent and state.detail == "AOF off, no RDB snapshots"
         client.config_set("save", "900 1")
