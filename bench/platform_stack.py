@@ -67,6 +67,9 @@ class Stack:
                     "REDIS_URL": self.redis_url, "CELERY_BROKER_URL": self.redis_url, "PYTHONUNBUFFERED": "1",
                     "DJANGO_DEBUG": "1" if debug else "0", "LOG_LEVEL": "WARNING",
                     "CHATSITE_DEMO_MODELS_DIR": str(common.MODEL_DIR.parent),
+                    # Every benchmark client is the one demo user: lift the per-user cap on open
+                    # SSE streams (32), as an operator would for a load test.
+                    "CHATSITE_SSE_MAX_STREAMS_PER_USER": "100000",
                     **{k: str(v) for k, v in extra_env.items()}}
         self.procs: list[Proc] = []
         self.manage("migrate", "--verbosity", "0")
