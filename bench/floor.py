@@ -108,14 +108,19 @@ def writer_main(url: str, keys: list[str]) -> None:
     """The synthetic writer: one entry to every stream every TICK seconds, all in one
     atomic call (MULTI/EXEC), as a worker's fenced append writes a step of all its runs."""
     r = redis.Redis.from_url(url)
-    seq = 0
+    # Carry on from each stream's last seq: a level reuses the streams of the one
+    # before, and a follower skips a seq it has already seen as a repeat.
+    pipe = r.pipeline(transaction=False)
+    for key in keys:
+        pipe.xrevrange(key, count=1)
+    seqs = [int(last[0][1][b"t"].split(b" ", 2)[0]) + 4 if last else 0 for last in pipe.execute()]
     while True:
         t0 = time.monotonic()
         pipe = r.pipeline(transaction=True)
-        for key in keys:
-            pipe.xadd(key, entry(seq))
+        for i, key in enumerate(keys):
+            pipe.xadd(key, entry(seqs[i]))
+            seqs[i] += 4
         pipe.execute()
-        seq += 4
         time.sleep(max(0.0, TICK - (time.monotonic() - t0)))
 
 

@@ -2,10 +2,10 @@
 every CPU second measured is the platform's own: the worker (engine host, stream
 writer, Celery), Redis, and the web process (admission + SSE).
 
-    .venv/bin/python -m bench.platform_only [--seconds 10] [--profile]
+    .venv/bin/python -m bench.platform_only [--seconds 10] [--profile] [--rate 50]
 
 Sweep "streams": N concurrent runs, one SSE client each, each run 128 tokens at
-50 tokens/s, N doubling until the p99 delivery delay (XADD -> client) passes
+50 tokens/s (--rate), N doubling until the p99 delivery delay (XADD -> client) passes
 50 ms. Sweep "fan-out": 16 runs at 50 tokens/s, each read by K SSE clients at once
 (a run watched from several devices), K doubling: how many clients one web process
 keeps under 50 ms. The delay is the client's receive time minus the stream entry
@@ -209,7 +209,10 @@ def main() -> None:
     ap.add_argument("--streams", default=",".join(map(str, STREAMS)))
     ap.add_argument("--fanout", default=",".join(map(str, FANOUT)), help="readers per run; empty to skip")
     ap.add_argument("--no-cost", action="store_true", help="skip the per-run / per-token CPU split")
+    ap.add_argument("--rate", type=float, default=1 / STEP_SECONDS, help="tokens per second per run")
     a = ap.parse_args()
+    global STEP_SECONDS
+    STEP_SECONDS = 1 / a.rate
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
     tag = f"_{a.tag}" if a.tag else ""
     stack = Stack(db_name="bench_platform")
