@@ -209,7 +209,7 @@ def main() -> None:
     ap.add_argument("--streams", default=",".join(map(str, STREAMS)))
     ap.add_argument("--fanout", default=",".join(map(str, FANOUT)), help="readers per run; empty to skip")
     ap.add_argument("--no-cost", action="store_true", help="skip the per-run / per-token CPU split")
-    ap.add_argument("--rate", type=float, default=1 / STEP_SECONDS, help="tokens per second per run")
+    ap.add_argument("--rate", type=float, default=50.0, help="tokens per second per run")
     a = ap.parse_args()
     global STEP_SECONDS
     STEP_SECONDS = 1 / a.rate
