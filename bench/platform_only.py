@@ -170,7 +170,7 @@ def cost_table(cost: dict) -> str:
              *[x["cpu"]["proc_cpu_s"][p] for p in procs]] for x in cost["levels"]]
     rows.append(["=> CPU per run (ms)", None, None, None, *[cost["per_run_ms"][p] for p in procs]])
     rows.append(["=> CPU per token (us)", None, None, None, *[cost["per_token_us"][p] for p in procs]])
-    return report.table(["load (16 streams, 50 tok/s each)", "runs", "tokens", "tok/s",
+    return report.table([f"load (16 streams, {1 / STEP_SECONDS:.0f} tok/s each)", "runs", "tokens", "tok/s",
                          *[f"{p} CPU s" for p in procs]], rows)
 
 
