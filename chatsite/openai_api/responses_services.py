@@ -12,7 +12,7 @@ from chatsite.openai_api.models import ResponseRecord
 from chatsite.openai_api.responses_request import ResponseRequest
 from chatsite.openai_api.responses_selectors import response_get
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_submit
+from chatsite.runs.services import run_cancel, run_finalize, run_submit
 from chatsite.tenancy.models import ApiKey
 
 
@@ -27,6 +27,9 @@ def response_create(*, key: ApiKey, request: ResponseRequest) -> GenerationRun:
         previous = None
         if request.previous_response_id is not None:
             previous = response_get(key=key, response_id=request.previous_response_id, field="previous_response_id")
+            if not previous.is_terminal:
+                # Its stream may have ended (a client read the last event) before its worker saved it: save it.
+                run_finalize(run_id=previous.pk)
             chat = previous.chat
             chat_append_history(chat=chat, after=previous.assistant_message, history=request.history)
         else:

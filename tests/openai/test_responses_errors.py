@@ -37,6 +37,7 @@ REFUSED = [
     ({"instructions": "x" * 9000}, "instructions"),
     ({"input": [{"role": "system", "content": "\x00"}, {"role": "user", "content": "Hi"}]}, "input[0].content"),
     ({"input": "\x00"}, "input[0].content"),
+    ({"input": "word " * 1000}, "input[0].content"),  # longer than the model's context
     ({"metadata": {"k": 5}}, "metadata"),
     ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
     ({"background": "yes"}, "background"),
@@ -52,6 +53,8 @@ def test_refused_by_name_and_nothing_written(live_url, fake_workers, pool, auth,
     assert resp.status_code == 400, resp.text
     error = resp.json()["error"]
     assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]
+    if "word" in str(extra.get("input")):
+        assert error["code"] == "context_length_exceeded"
     assert not GenerationRun.objects.exists() and not Chat.objects.exists()
 
 

@@ -10,7 +10,7 @@ from chatsite.redis_client import get_redis
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec
 from tests.factories import PoolFactory, TenantFactory, UserFactory, queueing_pool
-from tests.runs.helpers import wait_terminal
+from tests.runs.helpers import end_stream, wait_terminal, xadd_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -142,6 +142,34 @@ def test_cancel_stops_a_queued_response(client):
     assert run.status == "cancelled"
     assert client.responses.retrieve(out.id).status == "cancelled"
     assert client.responses.cancel(out.id).status == "cancelled"  # a second cancel changes nothing
+
+
+def test_a_conversation_with_a_reply_in_progress_is_409(client):
+    queueing_pool("idle")
+    out = client.responses.create(model="idle", input="Hello?", background=True)
+    with pytest.raises(openai.ConflictError):
+        client.responses.create(model="idle", input="And?", previous_response_id=out.id)
+    with pytest.raises(openai.ConflictError):
+        client.responses.delete(out.id)
+    assert GenerationRun.objects.count() == 1 and client.responses.retrieve(out.id).status == "queued"
+    client.responses.cancel(out.id)
+    client.responses.delete(out.id)  # stopped: now it can go
+    assert not GenerationRun.objects.exists()
+
+
+def test_continuing_a_reply_whose_stream_ended_before_its_worker_saved_it(client):
+    queueing_pool("idle")
+    first = client.responses.create(model="idle", input="Hello?", background=True)
+    run_id = int(first.id.removeprefix("resp_"))
+    # What a client sees when the last event arrives just before the worker saves the run.
+    xadd_tokens(run_id, ["Hi", " there"])
+    end_stream(run_id, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
+    assert GenerationRun.objects.get(pk=run_id).status == "running"
+    second = client.responses.create(model="idle", input="And?", previous_response_id=first.id, background=True)
+    assert GenerationRun.objects.get(pk=run_id).status == "completed"
+    run2 = GenerationRun.objects.get(pk=int(second.id.removeprefix("resp_")))
+    assert run2.prompt_snapshot == [{"role": "user", "content": "Hello?"}, {"role": "assistant", "content": "Hi there"},
+                                    {"role": "user", "content": "And?"}]
 
 
 def test_delete_removes_the_conversation(client):
