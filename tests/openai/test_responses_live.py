@@ -95,6 +95,15 @@ def test_stream_sends_openai_events_in_order_spelling_the_saved_text(client):
     assert client.responses.retrieve(done.id).model_dump() == done.model_dump()
 
 
+def test_the_sdk_stream_helper_assembles_the_final_response(client):
+    with client.responses.stream(model="flagship", input="Explain loops.", max_output_tokens=200) as stream:
+        text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    run = _run(final.id)
+    assert final.output_text == text == run.assistant_message.content != ""
+    assert final.status == "completed" and final.usage.output_tokens == run.completion_tokens
+
+
 def test_an_engine_failure_is_response_failed(client):
     from inference.fake_backend import FAIL_MARKER
 
