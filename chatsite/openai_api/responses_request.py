@@ -5,7 +5,8 @@ at admission like every other run's; this module checks the Responses shape and
 refuses, by name, whatever would change the reply that this server does not do
 (tools, reasoning, structured output, images and files, `store: false`). Fields
 that change nothing in the reply (user, safety_identifier, prompt_cache_key,
-service_tier, parallel_tool_calls) are accepted and not used."""
+service_tier, parallel_tool_calls) are accepted and not used. As on chat
+completions, vLLM's extra parameter `ignore_eos` is honoured."""
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
@@ -31,7 +32,7 @@ class ResponseRequest:
     stream: bool
     background: bool
     metadata: dict
-    sampling: dict  # max_tokens, temperature, top_p (None = the model's default)
+    sampling: dict  # max_tokens, temperature, top_p, vLLM's ignore_eos (None = the model's default)
 
 
 def _text(content, where: str) -> str:
@@ -133,7 +134,7 @@ def parse_response_request(body) -> ResponseRequest:
     if body.get("stream_options") is not None and not stream:
         raise InvalidInput("stream_options is only allowed with \"stream\": true", field="stream_options")
     sampling = {"max_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
-                "top_p": body.get("top_p")}
+                "top_p": body.get("top_p"), "ignore_eos": body.get("ignore_eos")}
     return ResponseRequest(model=model, history=items[:-1], content=items[-1]["content"],
                            instructions=_optional_str(body, "instructions"),
                            previous_response_id=_optional_str(body, "previous_response_id"),

@@ -79,8 +79,8 @@ def _streaming(events, run: GenerationRun) -> StreamingHttpResponse:
     return response
 
 
-def _json(body: dict, run: GenerationRun, status: int = 200) -> JsonResponse:
-    response = JsonResponse(body, status=status)
+def _json(body: dict, run: GenerationRun) -> JsonResponse:
+    response = JsonResponse(body)
     response["X-Run-Id"] = str(run.pk)
     return response
 

@@ -41,6 +41,7 @@ REFUSED = [
     ({"metadata": {"k": 5}}, "metadata"),
     ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
     ({"background": "yes"}, "background"),
+    ({"ignore_eos": "yes"}, "ignore_eos"),
     ({"stream": "yes"}, "stream"),
     ({"stream_options": {"include_obfuscation": False}}, "stream_options"),
     ({"previous_response_id": 5}, "previous_response_id"),

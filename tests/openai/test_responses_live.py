@@ -72,6 +72,10 @@ def test_a_reply_cut_at_max_output_tokens_is_incomplete(client):
     assert run.finish_reason == "length" and run.completion_tokens == 5
     assert out.status == "incomplete" and out.incomplete_details.reason == "max_output_tokens"
     assert out.output[0].status == "incomplete" and out.output_text == run.assistant_message.content
+    # vLLM's extra parameter, as on chat completions: exactly max_output_tokens.
+    out = client.responses.create(model="flagship", input="Explain loops.", max_output_tokens=70,
+                                  extra_body={"ignore_eos": True})
+    assert _run(out.id).completion_tokens == 70 == out.usage.output_tokens and out.status == "incomplete"
 
 
 def test_stream_sends_openai_events_in_order_spelling_the_saved_text(client):
