@@ -1,5 +1,7 @@
 """The Responses API driven by the official `openai` package against the live server
 (daphne, Celery workers with the deterministic fake engine, Redis, Postgres)."""
+import time
+
 import openai
 import pytest
 
@@ -155,6 +157,22 @@ def test_cancel_stops_a_queued_response(client):
     assert run.status == "cancelled"
     assert client.responses.retrieve(out.id).status == "cancelled"
     assert client.responses.cancel(out.id).status == "cancelled"  # a second cancel changes nothing
+
+
+def test_cancel_stops_a_running_response_keeping_its_partial_reply(client, live_url, auth):
+    out = client.responses.create(model="flagship", input="Explain loops.", background=True, max_output_tokens=500,
+                                  extra_body={"ignore_eos": True})  # ~5 s at the fake engine's pace
+    run_id = int(out.id.removeprefix("resp_"))
+    while get_redis().xlen(redis_keys.run_stream(run_id)) < 5:
+        time.sleep(0.01)
+    cancelled = client.responses.cancel(out.id)
+    run = wait_terminal(run_id)
+    assert cancelled.status == "cancelled" == run.status and 0 < run.completion_tokens < 500
+    assert cancelled.output_text == run.assistant_message.content and cancelled.output[0].status == "incomplete"
+    events = list(client.responses.retrieve(out.id, stream=True))
+    assert events[0].response.status == "queued"  # a background response's stream opens with it queued
+    assert events[-1].type == "response.incomplete" and events[-1].response.status == "cancelled"
+    assert events[-1].response.output_text == run.assistant_message.content
 
 
 def test_a_conversation_with_a_reply_in_progress_is_409(client):
