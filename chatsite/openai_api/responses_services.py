@@ -8,6 +8,7 @@ the response object echoes and the run cannot."""
 from django.db import transaction
 
 from chatsite.chats.services import chat_append_history, chat_create_with_history, chat_delete, chat_update
+from chatsite.errors import Conflict
 from chatsite.openai_api.models import ResponseRecord
 from chatsite.openai_api.responses_request import ResponseRequest
 from chatsite.openai_api.responses_selectors import response_get
@@ -16,13 +17,35 @@ from chatsite.runs.services import run_cancel, run_finalize, run_submit
 from chatsite.tenancy.models import ApiKey
 
 
-def response_create(*, key: ApiKey, request: ResponseRequest) -> GenerationRun:
-    """A queued run answering the request's last input item, and its record. One
-    transaction: a refused request writes nothing.
+def _earlier(key: ApiKey, request: ResponseRequest, idempotency_key: str) -> GenerationRun | None:
+    """The response an earlier request with this Idempotency-Key created, if any."""
+    if not idempotency_key:
+        return None
+    run = (GenerationRun.objects.filter(tenant=key.tenant, idempotency_key=idempotency_key)
+           .select_related("pool", "user_message", "chat").first())
+    if run is None:
+        return None
+    if (run.chat.owner_id != key.user_id or not ResponseRecord.objects.filter(run=run).exists()
+            or run.pool.name != request.model or run.user_message.content != request.content):
+        raise Conflict("this Idempotency-Key was already used for another request; send a new key with a new "
+                       "request", field="Idempotency-Key")
+    return run
+
+
+def response_create(*, key: ApiKey, request: ResponseRequest,
+                    idempotency_key: str = "") -> tuple[GenerationRun, bool]:
+    """A queued run answering the request's last input item, and its record; and
+    True. One transaction: a refused request writes nothing. A repeated
+    `idempotency_key` (a client's retry) returns the run the first request made, and
+    False; a concurrent repeat may be refused with Conflict instead.
 
     Raises NotFound (field previous_response_id) for a previous response that is not
     this key's user's; Conflict while a reply is still being generated in that
-    conversation; and what chat_create_with_history, chat_update and run_submit raise."""
+    conversation, and for an Idempotency-Key already used for another request (another
+    model or text); and what chat_create_with_history, chat_update and run_submit raise."""
+    earlier = _earlier(key, request, idempotency_key)
+    if earlier is not None:
+        return earlier, False
     with transaction.atomic():
         previous = None
         if request.previous_response_id is not None:
@@ -38,10 +61,10 @@ def response_create(*, key: ApiKey, request: ResponseRequest) -> GenerationRun:
         if request.instructions or chat.system_prompt:
             chat_update(chat=chat, system_prompt=request.instructions)
         run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                         model=request.model, **request.sampling)
+                         model=request.model, idempotency_key=idempotency_key, **request.sampling)
         ResponseRecord.objects.create(run=run, instructions=request.instructions, metadata=request.metadata,
                                       background=request.background, previous_run=previous)
-        return run
+        return run, True
 
 
 def response_cancel(*, run: GenerationRun) -> GenerationRun:

@@ -13,13 +13,13 @@ from asgiref.sync import sync_to_async
 from django.http import JsonResponse, StreamingHttpResponse
 
 from chatsite.errors import ServiceError
+from chatsite.openai_api import responses_services as services
 from chatsite.openai_api import responses_wire as wire
 from chatsite.openai_api.auth import authenticate, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
 from chatsite.openai_api.responses_events import ResponseEvents
 from chatsite.openai_api.responses_request import ResponseRequest, parse_response_request
 from chatsite.openai_api.responses_selectors import response_get
-from chatsite.openai_api import responses_services as services
 from chatsite.openai_api.views import CLIENT_RUN_ERRORS, openai_view
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_finalize
@@ -61,9 +61,9 @@ def _object(run: GenerationRun) -> dict:
     return wire.finished_object(base, run.pk, text=snapshot.text, output_tokens=snapshot.n, terminal=terminal)
 
 
-def _create(key, req: ResponseRequest) -> tuple[GenerationRun, dict]:
-    run = _load(services.response_create(key=key, request=req).pk)
-    return run, wire.echo(run, run.response_record)
+def _create(key, req: ResponseRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
+    run, created = services.response_create(key=key, request=req, idempotency_key=idempotency_key)
+    return _load(run.pk), created
 
 
 def _finalized_object(run_id: int) -> dict:
@@ -92,22 +92,23 @@ async def responses(request):
         require_method(request, "POST")
         key = await authenticate(request)
         req = parse_response_request(json_body(request))
-        run, base = await sync_to_async(_create)(key, req)
+        run, created = await sync_to_async(_create)(key, req, request.headers.get("Idempotency-Key", ""))
     except OpenAIError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         return _service_error(exc, req)
-    if req.stream:
-        return _streaming(_events(run.pk, base, after=-1, fresh=True), run)
+    base = wire.echo(run, run.response_record)
+    if req.stream:  # a retry with the same Idempotency-Key gets the same events, from the start
+        return _streaming(_events(run.pk, base, after=-1, fresh=created), run)
     if req.background:
-        return _json(wire.pending_object(base, "queued"), run)
-    return await _wait(run)
+        return _json(wire.pending_object(base, "queued") if created else await sync_to_async(_object)(run), run)
+    return await _wait(run, fresh=created)
 
 
-async def _wait(run: GenerationRun) -> JsonResponse:
+async def _wait(run: GenerationRun, *, fresh: bool) -> JsonResponse:
     """Wait for the run's end; a run that failed through the request's fault is a 4xx."""
     terminal = None
-    async for batch in follow(run.pk, fresh=True):
+    async for batch in follow(run.pk, fresh=fresh):
         if batch and batch[-1].is_terminal:
             terminal = batch[-1]
     body = await sync_to_async(_finalized_object)(run.pk)

@@ -9,6 +9,7 @@ import pytest
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
+from chatsite.runs.models import GenerationRun
 from tests.runs.helpers import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,3 +101,25 @@ def test_bad_resume_parameters_are_400_by_name(client, live_url, auth):
                           ({"stream": "maybe"}, "stream")):
         resp = httpx.get(url, params=params, headers=auth, timeout=10)
         assert resp.status_code == 400 and resp.json()["error"]["param"] == param, (params, resp.text)
+
+
+def test_a_retry_with_the_same_idempotency_key_gets_the_first_response(client, live_url, auth):
+    once = {"Idempotency-Key": "retry-1"}
+    first = client.responses.create(model="flagship", input="Explain loops.", extra_headers=once)
+    again = client.responses.create(model="flagship", input="Explain loops.", extra_headers=once)
+    assert again.model_dump() == first.model_dump()
+    background = client.responses.create(model="flagship", input="Explain loops.", extra_headers=once,
+                                         background=True)
+    assert background.id == first.id and background.status == first.status  # as it stands now, not queued
+    # A streamed retry gets the same events, byte for byte.
+    body = {"model": "flagship", "input": "Explain lists.", "stream": True}
+    headers = {**auth, "Idempotency-Key": "retry-2"}
+    streams = [httpx.post(f"{live_url}/v1/responses", json=body, headers=headers, timeout=30) for _ in range(2)]
+    assert _events(streams[0].content) == _events(streams[1].content) != []
+    assert streams[0].headers["x-run-id"] == streams[1].headers["x-run-id"]
+    assert GenerationRun.objects.count() == 2
+    # The same key for another request is refused, naming the header.
+    with pytest.raises(openai.ConflictError) as info:
+        client.responses.create(model="flagship", input="Something else.", extra_headers=once)
+    assert "Idempotency-Key" in info.value.body["message"]
+    assert GenerationRun.objects.count() == 2
