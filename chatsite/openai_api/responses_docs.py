@@ -56,9 +56,10 @@ class ResponseObject(serializers.Serializer):
     instructions = serializers.CharField(allow_null=True, help_text="As sent.")
     max_output_tokens = serializers.IntegerField(help_text="The limit the run had.")
     model = serializers.CharField(help_text="The model (pool) that answered.")
-    output = serializers.JSONField(help_text="[] until finished (and when failed); then one message item "
+    output = serializers.JSONField(help_text="[] while queued (and when failed); else one message item "
                                              "{type: message, id: msg_<run id>, role: assistant, status, "
-                                             "content: [{type: output_text, text, annotations: []}]}.")
+                                             "content: [{type: output_text, text, annotations: []}]}, "
+                                             "in_progress with the text so far while running.")
     previous_response_id = serializers.CharField(allow_null=True, help_text="As sent.")
     temperature = serializers.FloatField(help_text="The run's.")
     top_p = serializers.FloatField(help_text="The run's.")

@@ -23,6 +23,7 @@ from chatsite.openai_api.responses_selectors import response_get
 from chatsite.openai_api.views import CLIENT_RUN_ERRORS, openai_view
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_finalize
+from chatsite.runs.stream import log as stream_log
 from chatsite.runs.stream.finished import finished_entries
 from chatsite.runs.stream.follow import follow
 
@@ -53,10 +54,15 @@ def _load(run_id: int) -> GenerationRun:
 
 
 def _object(run: GenerationRun) -> dict:
-    """The response object as the run stands in Postgres."""
+    """The response object as the run stands: from Postgres, and for a running run
+    its text so far from the run stream (output then holds the message in_progress)."""
     base = wire.echo(run, run.response_record)
+    if run.status == GenerationRun.Status.QUEUED:
+        return wire.pending_object(base, "queued")
     if not run.is_terminal:
-        return wire.pending_object(base, "queued" if run.status == GenerationRun.Status.QUEUED else "in_progress")
+        so_far = stream_log.read(run.pk).text
+        return wire.response_object(base, status="in_progress",
+                                    output=[wire.message_item(run.pk, "in_progress", so_far)] if so_far else [])
     snapshot, terminal = finished_entries(run.pk)
     return wire.finished_object(base, run.pk, text=snapshot.text, output_tokens=snapshot.n, terminal=terminal)
 

@@ -159,6 +159,17 @@ def test_cancel_stops_a_queued_response(client):
     assert client.responses.cancel(out.id).status == "cancelled"  # a second cancel changes nothing
 
 
+def test_retrieving_a_running_response_shows_its_text_so_far(client):
+    out = client.responses.create(model="flagship", input="Explain loops.", background=True, max_output_tokens=300,
+                                  extra_body={"ignore_eos": True})  # ~3 s at the fake engine's pace
+    while (now := client.responses.retrieve(out.id)).status == "queued" or not now.output:
+        time.sleep(0.05)
+    run = wait_terminal(int(out.id.removeprefix("resp_")))
+    assert now.status == "in_progress" and now.output[0].status == "in_progress" and now.usage is None
+    assert run.assistant_message.content.startswith(now.output_text) and now.output_text
+    assert len(now.output_text) < len(run.assistant_message.content)
+
+
 def test_cancel_stops_a_running_response_keeping_its_partial_reply(client, live_url, auth):
     out = client.responses.create(model="flagship", input="Explain loops.", background=True, max_output_tokens=500,
                                   extra_body={"ignore_eos": True})  # ~5 s at the fake engine's pace
