@@ -61,7 +61,8 @@ def response_create(*, key: ApiKey, request: ResponseRequest,
         if request.instructions or chat.system_prompt:
             chat_update(chat=chat, system_prompt=request.instructions)
         run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                         model=request.model, idempotency_key=idempotency_key, **request.sampling)
+                         model=request.model if previous else None,  # a new chat is on that model already
+                         idempotency_key=idempotency_key, **request.sampling)
         ResponseRecord.objects.create(run=run, instructions=request.instructions, metadata=request.metadata,
                                       background=request.background, previous_run=previous)
         return run, True

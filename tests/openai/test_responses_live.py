@@ -145,6 +145,13 @@ def test_previous_response_id_continues_the_conversation(client):
                                     {"role": "assistant", "content": first.output_text},
                                     {"role": "user", "content": "And a dict?"}]
     assert run3.user_message.parent_id == run1.assistant_message_id == run2.user_message.parent_id
+    # Another model may answer the next turn of the same conversation.
+    fourth = client.responses.create(model="small", input="Thanks.", previous_response_id=second.id)
+    run4 = _run(fourth.id)
+    assert fourth.model == "small" == run4.pool.name and run4.chat_id == run1.chat_id
+    assert run4.prompt_snapshot[-3:] == [{"role": "user", "content": "And a list?"},
+                                         {"role": "assistant", "content": second.output_text},
+                                         {"role": "user", "content": "Thanks."}]
 
 
 def test_cancel_stops_a_queued_response(client):
