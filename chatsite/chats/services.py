@@ -123,15 +123,7 @@ def _reserve_ids(n: int) -> list[int]:
         return [row[0] for row in cur.fetchall()]
 
 
-def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
-    """A new chat on pool `model` holding `history` ({role, content} dicts, oldest
-    first; roles system, user or assistant; content may be empty) as one path of
-    messages, so that the next run's prompt is built from them. The chat is not
-    listed in the web sidebar (the OpenAI-compatible API makes one per call). Call
-    it inside a transaction with the run's admission, so a refused run leaves no chat behind.
-
-    Raises InvalidInput for a bad model, role or content (field `messages[i]...`)."""
-    pool = _pool(tenant, model)
+def _history_rows(pool, history: list[dict]) -> list[tuple[str, str]]:
     if len(history) >= MAX_HISTORY_MESSAGES:
         raise InvalidInput(f"at most {MAX_HISTORY_MESSAGES} messages are allowed", field="messages")
     max_chars = settings.CHATSITE["MAX_MESSAGE_CHARS"]
@@ -143,11 +135,53 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
         content = clean_text(item.get("content"), field=f"messages[{i}].content", max_chars=max_chars,
                              allow_empty=True)
         rows.append((item["role"], content))
+    return rows
+
+
+def _write_chain(chat: Chat, pool, ids: list[int], rows: list[tuple[str, str]], *, parent: Message | None) -> None:
+    """One INSERT of `rows` as a path below `parent` (None: from the root), with ids `ids`."""
+    first_depth = 0 if parent is None else parent.depth + 1
+    Message.objects.bulk_create([
+        Message(id=pk, chat=chat, parent_id=ids[i - 1] if i else (parent.pk if parent else None),
+                depth=first_depth + i, role=role, content=content, token_count=count_tokens(pool.model, content))
+        for i, (pk, (role, content)) in enumerate(zip(ids, rows))])
+
+
+def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
+    """A new chat on pool `model` holding `history` ({role, content} dicts, oldest
+    first; roles system, user or assistant; content may be empty) as one path of
+    messages, so that the next run's prompt is built from them. The chat is not
+    listed in the web sidebar (the OpenAI-compatible API makes one per call). Call
+    it inside a transaction with the run's admission, so a refused run leaves no chat behind.
+
+    Raises InvalidInput for a bad model, role or content (field `messages[i]...`)."""
+    pool = _pool(tenant, model)
+    rows = _history_rows(pool, history)
     ids = _reserve_ids(len(rows)) if rows else []
     # The leaf is written before its row: the foreign key is checked at commit (deferred).
     chat = Chat.objects.create(tenant=tenant, owner=owner, pool=pool, listed=False,
                                current_leaf_id=ids[-1] if ids else None)
-    Message.objects.bulk_create([
-        Message(id=pk, chat=chat, parent_id=ids[i - 1] if i else None, depth=i, role=role, content=content,
-                token_count=count_tokens(pool.model, content)) for i, (pk, (role, content)) in enumerate(zip(ids, rows))])
+    _write_chain(chat, pool, ids, rows, parent=None)
     return chat
+
+
+def chat_append_history(*, chat: Chat, after: Message, history: list[dict]) -> None:
+    """Make the chat's chosen path end at `after` (a message of the chat), followed by
+    `history` (as in chat_create_with_history, possibly empty) written below it, so
+    that the next turn is asked right after them: a conversation continued from one
+    of its earlier replies, even one that other turns already follow (a new branch).
+    Call it inside a transaction with the run's admission, which re-checks under the
+    chat's lock that no reply is being generated.
+
+    Raises InvalidInput for a bad role or content (field `messages[i]...`), and
+    Conflict while a reply is being generated in the chat."""
+    if after.chat_id != chat.pk:
+        raise InvalidInput("that message is not in this chat", field="message")
+    rows = _history_rows(chat.pool, history)
+    locked = Chat.objects.select_for_update().get(pk=chat.pk)
+    if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
+        raise Conflict("a reply is still being generated in this conversation; wait for it or stop it first")
+    ids = _reserve_ids(len(rows)) if rows else []
+    _write_chain(chat, chat.pool, ids, rows, parent=after)
+    locked.current_leaf_id = chat.current_leaf_id = ids[-1] if ids else after.pk
+    locked.save(update_fields=["current_leaf", "updated_at"])

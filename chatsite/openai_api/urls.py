@@ -1,9 +1,12 @@
 from django.urls import path
 
-from chatsite.openai_api import views
+from chatsite.openai_api import responses_views, views
 
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="openai-chat-completions"),
     path("models", views.models_list, name="openai-models"),
     path("models/<str:model>", views.model_detail, name="openai-model"),
+    path("responses", responses_views.responses, name="openai-responses"),
+    path("responses/<str:response_id>", responses_views.response_detail, name="openai-response"),
+    path("responses/<str:response_id>/cancel", responses_views.response_cancel, name="openai-response-cancel"),
 ]

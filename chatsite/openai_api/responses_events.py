@@ -1,0 +1,71 @@
+"""A response's event stream, numbered from the run stream so that a resume is byte-exact.
+
+The events and their `sequence_number`s follow from what `follow()` yields alone:
+0-3 the opening events (created, in_progress, output_item.added,
+content_part.added), then one output_text.delta per token entry in stream order,
+then the closing events (output_text.done, content_part.done, output_item.done,
+and response.completed or response.incomplete), or response.failed alone when the
+run failed. Reading the same stream again gives the same events with the same
+numbers and bytes, so `starting_after=N` is the full stream with events 0..N left
+out. A run whose stream has expired is read back from Postgres as one SNAPSHOT
+entry: its whole text in one delta (so its numbering differs from the live one's).
+"""
+from chatsite.openai_api import responses_wire as wire
+from chatsite.runs.stream import codec
+
+OPENING_EVENTS = 4
+
+
+class ResponseEvents:
+    """The events of one response, as encoded SSE bytes with their numbers."""
+
+    def __init__(self, base: dict, run_id: int):
+        self.base, self.run_id, self.item_id = base, run_id, wire.item_id(run_id)
+        self.seq = 0
+        self.text = ""
+        self.output_tokens = 0
+
+    def _event(self, type: str, **fields) -> tuple[int, bytes]:
+        n, self.seq = self.seq, self.seq + 1
+        return n, wire.sse_event({"type": type, "sequence_number": n, **fields})
+
+    def _where(self) -> dict:
+        return {"item_id": self.item_id, "output_index": 0, "content_index": 0}
+
+    def opening(self) -> list[tuple[int, bytes]]:
+        created = "queued" if self.base["background"] else "in_progress"
+        return [
+            self._event("response.created", response=wire.pending_object(self.base, created)),
+            self._event("response.in_progress", response=wire.pending_object(self.base, "in_progress")),
+            self._event("response.output_item.added", output_index=0,
+                        item=wire.message_item(self.run_id, "in_progress", None)),
+            self._event("response.content_part.added", **self._where(), part=wire.text_part("")),
+        ]
+
+    def feed(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
+        """The events an entry of the run stream makes (none for an empty snapshot)."""
+        if entry.type == codec.TOKEN:
+            self.text += entry.text
+            self.output_tokens += entry.n
+            return [self._event("response.output_text.delta", **self._where(), delta=entry.text, logprobs=[])]
+        if entry.type == codec.SNAPSHOT:  # the whole saved text, in place of what came before
+            delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
+            self.text, self.output_tokens = entry.text, entry.n
+            return [self._event("response.output_text.delta", **self._where(), delta=delta, logprobs=[])] if delta \
+                else []
+        final = wire.finished_object(self.base, self.run_id, text=self.text, output_tokens=self.output_tokens,
+                                     terminal=entry)
+        if entry.type == codec.ERROR:
+            return [self._event("response.failed", response=final)]
+        item = final["output"][0]
+        return [
+            self._event("response.output_text.done", **self._where(), text=self.text, logprobs=[]),
+            self._event("response.content_part.done", **self._where(), part=wire.text_part(self.text)),
+            self._event("response.output_item.done", output_index=0, item=item),
+            self._event("response.completed" if final["status"] == "completed" else "response.incomplete",
+                        response=final),
+        ]
+
+    def broken(self, message: str) -> bytes:
+        """An `error` event: reading the stream failed (the run goes on and is saved)."""
+        return self._event("error", code="stream_failed", message=message, param=None)[1]

@@ -1,0 +1,206 @@
+"""POST /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel.
+
+As the chat completion views: async, the database through short thread hops, the
+run's output through the run stream's one follower. A response is a run, so it goes
+on without its client (a dropped stream, `background: true`) and is saved; a
+stream is resumed with GET ?stream=true&starting_after=N (responses_events numbers
+the events). Errors use OpenAI's shape, the parameter at fault named.
+"""
+import asyncio
+import logging
+
+from asgiref.sync import sync_to_async
+from django.http import JsonResponse, StreamingHttpResponse
+
+from chatsite.errors import ServiceError
+from chatsite.openai_api import responses_services as services
+from chatsite.openai_api import responses_wire as wire
+from chatsite.openai_api.auth import authenticate, json_body, require_method
+from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
+from chatsite.openai_api.responses_events import ResponseEvents
+from chatsite.openai_api.responses_request import ResponseRequest, parse_response_request
+from chatsite.openai_api.responses_selectors import response_get
+from chatsite.openai_api.views import CLIENT_RUN_ERRORS, openai_view
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_finalize
+from chatsite.runs.stream import log as stream_log
+from chatsite.runs.stream.finished import finished_entries
+from chatsite.runs.stream.follow import follow
+
+log = logging.getLogger(__name__)
+
+CANCEL_WAIT_SECONDS = 5.0  # a running run's worker stops at its next engine step
+# What admission and the chat services call a parameter, and what this endpoint calls it.
+PARAMS = {"max_tokens": "max_output_tokens", "system_prompt": "instructions", "messages": "input"}
+
+
+def _param(field: str | None, req: ResponseRequest | None) -> str | None:
+    if field is None or req is None:
+        return field
+    if field == "content":  # run_submit's name for the text it answers: the last input item
+        return f"input[{len(req.history)}].content"
+    if field.startswith("messages["):  # the input items before the last, as history
+        return "input" + field.removeprefix("messages")
+    return PARAMS.get(field, field)
+
+
+def _service_error(exc: ServiceError, req: ResponseRequest | None = None) -> JsonResponse:
+    exc.field = _param(exc.field, req)
+    return from_service_error(exc)
+
+
+def _load(run_id: int) -> GenerationRun:
+    return GenerationRun.objects.select_related("pool", "assistant_message", "response_record").get(pk=run_id)
+
+
+def _object(run: GenerationRun) -> dict:
+    """The response object as the run stands: from Postgres, and for a running run
+    its text so far from the run stream (output then holds the message in_progress)."""
+    base = wire.echo(run, run.response_record)
+    if run.status == GenerationRun.Status.QUEUED:
+        return wire.pending_object(base, "queued")
+    if not run.is_terminal:
+        so_far = stream_log.read(run.pk).text
+        return wire.response_object(base, status="in_progress",
+                                    output=[wire.message_item(run.pk, "in_progress", so_far)] if so_far else [])
+    snapshot, terminal = finished_entries(run.pk)
+    return wire.finished_object(base, run.pk, text=snapshot.text, output_tokens=snapshot.n, terminal=terminal)
+
+
+def _create(key, req: ResponseRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
+    run, created = services.response_create(key=key, request=req, idempotency_key=idempotency_key)
+    return _load(run.pk), created
+
+
+def _finalized_object(run_id: int) -> dict:
+    run_finalize(run_id=run_id)  # idempotent: the worker usually got there first
+    return _object(_load(run_id))
+
+
+def _streaming(events, run: GenerationRun) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache, no-transform"
+    response["X-Accel-Buffering"] = "no"
+    response["X-Run-Id"] = str(run.pk)
+    return response
+
+
+def _json(body: dict, run: GenerationRun) -> JsonResponse:
+    response = JsonResponse(body)
+    response["X-Run-Id"] = str(run.pk)
+    return response
+
+
+@openai_view
+async def responses(request):
+    req = None
+    try:
+        require_method(request, "POST")
+        key = await authenticate(request)
+        req = parse_response_request(json_body(request))
+        run, created = await sync_to_async(_create)(key, req, request.headers.get("Idempotency-Key", ""))
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    except ServiceError as exc:
+        return _service_error(exc, req)
+    base = wire.echo(run, run.response_record)
+    if req.stream:  # a retry with the same Idempotency-Key gets the same events, from the start
+        return _streaming(_events(run.pk, base, after=-1, fresh=created), run)
+    if req.background:
+        return _json(wire.pending_object(base, "queued") if created else await sync_to_async(_object)(run), run)
+    return await _wait(run, fresh=created)
+
+
+async def _wait(run: GenerationRun, *, fresh: bool) -> JsonResponse:
+    """Wait for the run's end; a run that failed through the request's fault is a 4xx."""
+    terminal = None
+    async for batch in follow(run.pk, fresh=fresh):
+        if batch and batch[-1].is_terminal:
+            terminal = batch[-1]
+    body = await sync_to_async(_finalized_object)(run.pk)
+    if body["status"] == "failed" and terminal is not None and terminal.code in CLIENT_RUN_ERRORS:
+        return error_response(CLIENT_RUN_ERRORS[terminal.code], terminal.code,
+                              f"{terminal.message or terminal.code} ({body['id']})")
+    return _json(body, run)
+
+
+async def _events(run_id: int, base: dict, *, after: int, fresh: bool):
+    """The response's events numbered after `after`, then the end of the response."""
+    events = ResponseEvents(base, run_id)
+    if opening := [data for n, data in events.opening() if n > after]:
+        yield b"".join(opening)
+    try:
+        async for batch in follow(run_id, fresh=fresh):
+            if batch is None:
+                yield wire.SSE_KEEPALIVE
+                continue
+            if out := [data for entry in batch for n, data in events.feed(entry) if n > after]:
+                yield b"".join(out)
+    except Exception:  # Redis gone mid-stream: say so in the stream, then end it
+        log.exception("response %s: streaming failed", run_id)
+        yield events.broken(f"reading the reply failed; the response goes on and is saved: "
+                            f"GET /v1/responses/{wire.response_id(run_id)} has it")
+
+
+def _query(request) -> tuple[bool, int]:
+    """GET's `stream` and `starting_after`, or OpenAIError 400 naming the one at fault."""
+    stream = request.GET.get("stream", "false").lower()
+    if stream not in ("true", "false"):
+        raise OpenAIError(400, "invalid_request", "stream must be true or false", "stream")
+    after = request.GET.get("starting_after")
+    if after is None:
+        return stream == "true", -1
+    if stream != "true":
+        raise OpenAIError(400, "invalid_request", "starting_after is only allowed with stream=true",
+                          "starting_after")
+    if not after.isdigit() or len(after) > 9:
+        raise OpenAIError(400, "invalid_request", "starting_after must be a sequence number (an integer, 0 or "
+                          "more): the last event you had", "starting_after")
+    return True, int(after)
+
+
+def _found(key, response_id: str) -> GenerationRun:
+    return _load(response_get(key=key, response_id=response_id).pk)
+
+
+@openai_view
+async def response_detail(request, response_id: str):
+    try:
+        require_method(request, "GET", "DELETE")
+        key = await authenticate(request)
+        stream, after = _query(request) if request.method == "GET" else (False, -1)
+        run = await sync_to_async(_found)(key, response_id)
+        if request.method == "DELETE":
+            await sync_to_async(services.response_delete)(run=run)
+            return JsonResponse({"id": wire.response_id(run.pk), "object": "response.deleted", "deleted": True})
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    except ServiceError as exc:
+        return _service_error(exc)
+    if stream:
+        return _streaming(_events(run.pk, wire.echo(run, run.response_record), after=after, fresh=False), run)
+    return _json(await sync_to_async(_object)(run), run)
+
+
+async def _until_terminal(run_id: int) -> None:
+    async for batch in follow(run_id):
+        if batch and batch[-1].is_terminal:
+            return
+
+
+@openai_view
+async def response_cancel(request, response_id: str):
+    try:
+        require_method(request, "POST")
+        key = await authenticate(request)
+        run = await sync_to_async(_found)(key, response_id)
+        await sync_to_async(services.response_cancel)(run=run)
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    except ServiceError as exc:
+        return _service_error(exc)
+    try:
+        await asyncio.wait_for(_until_terminal(run.pk), CANCEL_WAIT_SECONDS)
+    except TimeoutError:
+        pass  # the worker has not stopped yet: the object says in_progress, and a GET will say cancelled
+    return _json(await sync_to_async(_finalized_object)(run.pk), run)

@@ -1,0 +1,72 @@
+"""A background response outlives its client, its worker and its web process: the run
+goes on on another worker, and its stream resumed on another web process with
+starting_after is byte-exact."""
+import json
+import signal
+import time
+
+import httpx
+import pytest
+
+from chatsite.openai_api.models import ResponseRecord
+from chatsite.runs.models import GenerationRun
+from tests import stack
+from tests.factories import PoolFactory
+from tests.faults.conftest import POOL
+from tests.faults.helpers import assert_nothing_lost
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _events(raw: bytes) -> list[bytes]:
+    return [chunk + b"\n\n" for chunk in raw.split(b"\n\n") if chunk and not chunk.startswith(b":")]
+
+
+def _holder(run_id: int, timeout: float = 20) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        run = GenerationRun.objects.get(pk=run_id)
+        if run.worker and run.status == "running":
+            return run.worker.split("@")[0]
+        time.sleep(0.02)
+    raise TimeoutError
+
+
+def test_a_response_survives_its_worker_and_web_and_resumes_byte_exact(fault_stack, fault_redis_client, auth):
+    PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096)
+    doomed_web, url = stack.start_web(fault_stack["env"])
+    body = {"model": POOL, "input": "Tell me about loops.", "stream": True, "background": True,
+            "max_output_tokens": 300, "ignore_eos": True}  # ~3 s at the fake engine's pace
+    raw = b""
+    with httpx.stream("POST", f"{url}/v1/responses", json=body, headers=auth, timeout=30) as resp:
+        assert resp.status_code == 200, resp.read()
+        run_id = int(resp.headers["x-run-id"])
+        for piece in resp.iter_bytes():
+            raw += piece
+            if len(_events(raw[:raw.rfind(b"\n\n") + 2])) >= 10:
+                break
+    prefix = _events(raw[:raw.rfind(b"\n\n") + 2])[:10]
+    holder = _holder(run_id)
+    while fault_redis_client.xlen(f"run:{run_id}") < 40:
+        time.sleep(0.005)
+    fault_stack["workers"][holder].signal(signal.SIGKILL)
+    doomed_web.signal(signal.SIGKILL)
+    try:
+        base = fault_stack["webs"][0]
+        resumed = httpx.get(f"{base}/v1/responses/resp_{run_id}", params={"stream": "true", "starting_after": "9"},
+                            headers=auth, timeout=90).content  # follows the run live to its end on the new worker
+        run = assert_nothing_lost(fault_redis_client, run_id)
+        assert run.status == "completed" and run.finish_reason == "length"
+        assert run.attempt == 2 and run.worker.split("@")[0] != holder and run.completion_tokens == 300
+        full = _events(httpx.get(f"{base}/v1/responses/resp_{run_id}", params={"stream": "true"}, headers=auth,
+                                 timeout=30).content)
+        assert prefix + _events(resumed) == full
+        last = json.loads(full[-1].split(b"\ndata: ", 1)[1])
+        assert last["type"] == "response.incomplete" and last["response"]["usage"]["output_tokens"] == 300
+        text = "".join(json.loads(e.split(b"\ndata: ", 1)[1]).get("delta", "") for e in full)
+        assert text == run.assistant_message.content
+        assert ResponseRecord.objects.get(run_id=run_id).background is True
+    finally:
+        doomed_web.stop()
+        fault_stack["workers"][holder].stop(timeout=5)
+        fault_stack["workers"][holder] = stack.start_worker(fault_stack["env"], pool=POOL, name=holder)

@@ -1,0 +1,59 @@
+"""The numbering of a response's events, from run stream entries alone (no server)."""
+import json
+
+from chatsite.openai_api.responses_events import OPENING_EVENTS, ResponseEvents
+from chatsite.runs.stream import codec
+
+BASE = {"id": "resp_7", "created_at": 1, "background": False, "instructions": None, "max_output_tokens": 10,
+        "model": "flagship", "previous_response_id": None, "temperature": 0.7, "top_p": 1.0, "metadata": {}}
+
+
+def _tokens(*texts):
+    out, seq = [], 0
+    for i, text in enumerate(texts):
+        out.append(codec.Entry(f"{i + 1}-0", codec.TOKEN, seq=seq, n=2, text=text, attempt=1))
+        seq += 2
+    return out
+
+
+def _read(entries, base=BASE) -> list[tuple[int, bytes]]:
+    events = ResponseEvents(base, 7)
+    return events.opening() + [e for entry in entries for e in events.feed(entry)]
+
+
+def _decoded(events):
+    return [json.loads(data.split(b"\ndata: ", 1)[1]) for _, data in events]
+
+
+def test_one_delta_per_token_entry_then_the_closing_events():
+    done = codec.done_entry(finish_reason="stop", prompt_tokens=3, completion_tokens=4, entry_id="3-0")
+    events = _read(_tokens("Hello", " there") + [done])
+    assert [n for n, _ in events] == list(range(OPENING_EVENTS + 2 + 4))
+    decoded = _decoded(events)
+    assert [e["type"] for e in decoded][OPENING_EVENTS:] == [
+        "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
+        "response.content_part.done", "response.output_item.done", "response.completed"]
+    assert [e["sequence_number"] for e in decoded] == [n for n, _ in events]
+    final = decoded[-1]["response"]
+    assert final["output"][0]["content"][0]["text"] == "Hello there" == decoded[-4]["text"]
+    assert final["usage"]["input_tokens"] == 3 and final["usage"]["output_tokens"] == 4
+    assert _read(_tokens("Hello", " there") + [done]) == events  # read again: the same bytes
+
+
+def test_a_length_stop_is_incomplete_and_a_failure_is_failed_alone():
+    length = codec.done_entry(finish_reason="length", prompt_tokens=3, completion_tokens=2)
+    last = _decoded(_read(_tokens("Hi") + [length]))[-1]
+    assert last["type"] == "response.incomplete" and last["response"]["incomplete_details"] == {
+        "reason": "max_output_tokens"}
+    failed = _decoded(_read(_tokens("Hi") + [codec.error_entry(code="engine_error", message="boom")]))
+    assert [e["type"] for e in failed][OPENING_EVENTS:] == ["response.output_text.delta", "response.failed"]
+    assert failed[-1]["response"]["error"] == {"code": "engine_error", "message": "boom"}
+    assert failed[-1]["response"]["output"] == [] and failed[-1]["response"]["status"] == "failed"
+
+
+def test_a_snapshot_is_the_whole_text_in_one_delta_and_a_background_one_opens_queued():
+    done = codec.done_entry(finish_reason="stop", prompt_tokens=3, completion_tokens=4)
+    decoded = _decoded(_read([codec.snapshot_entry(text="Hello there", n=4), done], {**BASE, "background": True}))
+    assert decoded[0]["response"]["status"] == "queued" and decoded[1]["response"]["status"] == "in_progress"
+    assert [e["delta"] for e in decoded if e["type"] == "response.output_text.delta"] == ["Hello there"]
+    assert decoded[-1]["response"]["usage"]["output_tokens"] == 4 and len(decoded) == OPENING_EVENTS + 1 + 4
