@@ -1,4 +1,5 @@
 """One run through this worker's engine: claim, continue from the stream, finalize."""
+import json
 import logging
 
 from django.db import connection
@@ -46,6 +47,24 @@ def generate(rt: Runtime, run_id: int) -> str:
     return outcome
 
 
+def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: list[int],
+                   max_tokens: int) -> GenerationRequest:
+    """The engine request for `run`: its saved sampling (runs admitted before a knob
+    existed lack its key and get the engine's default)."""
+    s = run.sampling
+    fmt = s.get("response_format") or {}
+    schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    return GenerationRequest(
+        request_id=request_id, prompt_token_ids=prompt_token_ids, max_tokens=max_tokens,
+        temperature=s.get("temperature", 1.0), top_p=s.get("top_p", 1.0), seed=run.seed,
+        stop=tuple(s.get("stop", ())), priority=TIER_PRIORITY.get(run.tier, 0),
+        ignore_eos=bool(s.get("ignore_eos", False)), top_k=s.get("top_k", 0), min_p=s.get("min_p", 0.0),
+        frequency_penalty=s.get("frequency_penalty", 0.0), presence_penalty=s.get("presence_penalty", 0.0),
+        repetition_penalty=s.get("repetition_penalty", 1.0), json_object=fmt.get("type") == "json_object",
+        json_schema=json.dumps(schema) if schema is not None else None,
+    )
+
+
 def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     def end(fields: dict, outcome: str) -> str:
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
@@ -81,12 +100,8 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
                        lease_token=lease_token, next_seq=reply.completion_tokens, budget_capped=capped)
     rt.writer.register(active)
     try:
-        rt.host.submit(GenerationRequest(
-            request_id=active.request_id, prompt_token_ids=plan.token_ids, max_tokens=remaining,
-            temperature=run.sampling.get("temperature", 1.0), top_p=run.sampling.get("top_p", 1.0),
-            seed=run.seed, stop=tuple(run.sampling.get("stop", ())),
-            priority=TIER_PRIORITY.get(run.tier, 0), ignore_eos=bool(run.sampling.get("ignore_eos", False)),
-        ))
+        rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
+                                      max_tokens=remaining))
         connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
     finally:

@@ -55,6 +55,18 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
                                  help_text="Only 1: more choices per request are refused with 400.")
     ignore_eos = serializers.BooleanField(required=False, help_text="vLLM's extra parameter: generate "
                                                                     "exactly max_tokens.")
+    top_k = serializers.IntegerField(required=False, min_value=-1, allow_null=True,
+                                     help_text="vLLM's extra parameter: 0 or -1 off, else the k likeliest tokens.")
+    min_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
+                                   help_text="vLLM's extra parameter: 0 to 1.")
+    frequency_penalty = serializers.FloatField(required=False, min_value=-2, max_value=2, allow_null=True)
+    presence_penalty = serializers.FloatField(required=False, min_value=-2, max_value=2, allow_null=True)
+    repetition_penalty = serializers.FloatField(required=False, allow_null=True, help_text="vLLM's extra "
+                                                "parameter: greater than 0, at most 10; 1 is off.")
+    response_format = serializers.JSONField(required=False, allow_null=True, help_text=(
+        '{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema", '
+        '"strict"}}: the reply is constrained to JSON (matching the schema) by vLLM structured outputs.'))
+    user = serializers.CharField(required=False, allow_null=True, help_text="Accepted, not used.")
 
 
 class OpenAIAssistantMessage(serializers.Serializer):

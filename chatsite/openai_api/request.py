@@ -3,8 +3,9 @@
 Sampling values themselves (ranges, NaN, the model's limits) are checked by
 chatsite.runs.validation at admission, like every other run; this module checks
 the OpenAI-specific shape and refuses, by name, the features this server does not
-implement rather than silently ignoring them. Unknown extra fields are ignored,
-as SDKs send some (user, metadata, store)."""
+implement rather than silently ignoring them. `user` is accepted and not used (it
+changes nothing in the reply). Unknown extra fields are ignored, as SDKs send some
+(metadata, store)."""
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
@@ -13,11 +14,15 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 
 # Parameters that would change the reply's meaning: refused unless they ask for the default.
 UNSUPPORTED = {
-    "tools": (None, []), "tool_choice": (None, "none", "auto"), "functions": (None, []),
-    "function_call": (None, "none", "auto"), "logprobs": (None, False), "top_logprobs": (None, 0),
-    "logit_bias": (None, {}), "presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0),
+    "logprobs": (None, False), "top_logprobs": (None, 0), "logit_bias": (None, {}),
     "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
 }
+# Tool calling, refused at submission with the pool's chat template named (services.py).
+TOOL_PARAMS = {"tools": (None, []), "tool_choice": (None, "none", "auto"), "functions": (None, []),
+               "function_call": (None, "none", "auto")}
+# Passed to the run's sampling as they are; chatsite.runs.validation checks them.
+SAMPLING_PARAMS = ("temperature", "top_p", "stop", "seed", "ignore_eos", "top_k", "min_p", "frequency_penalty",
+                   "presence_penalty", "repetition_penalty", "response_format")
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,8 @@ class CompletionRequest:
     content: str  # the last message: the user's
     stream: bool
     include_usage: bool
-    sampling: dict  # max_tokens, temperature, top_p, stop, seed, ignore_eos (None = the model's default)
+    sampling: dict  # clean_sampling's keyword arguments (None = the model's default)
+    tools: str | None = None  # the tool parameter sent, if any: refused with the pool's template named
 
 
 def _text(content, i: int) -> str:
@@ -98,15 +104,15 @@ def parse_completion_request(body) -> CompletionRequest:
     for name, allowed in UNSUPPORTED.items():
         if body.get(name) not in allowed:
             raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
-    fmt = body.get("response_format")
-    if fmt is not None and fmt != {"type": "text"}:
-        raise InvalidInput("response_format: only {\"type\": \"text\"} is supported", field="response_format")
+    tools = next((name for name, allowed in TOOL_PARAMS.items() if body.get(name) not in allowed), None)
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidInput("user must be a string", field="user")
     stream = _flag(body, "stream")
     options = body.get("stream_options")
     if options is not None and (not stream or not isinstance(options, dict)):
         raise InvalidInput("stream_options is only allowed with \"stream\": true, as an object", field="stream_options")
     include_usage = _flag(options or {}, "include_usage")
-    sampling = {"max_tokens": _max_tokens(body), "temperature": body.get("temperature"), "top_p": body.get("top_p"),
-                "stop": body.get("stop"), "seed": body.get("seed"), "ignore_eos": body.get("ignore_eos")}
+    sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS}}
     return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
-                             include_usage=include_usage, sampling=sampling)
+                             include_usage=include_usage, sampling=sampling, tools=tools)
