@@ -6,6 +6,8 @@ the OpenAI-specific shape and refuses, by name, the features this server does no
 implement rather than silently ignoring them. `user` is accepted and not used (it
 changes nothing in the reply). Unknown extra fields are ignored, as SDKs send some
 (metadata, store)."""
+import hashlib
+import json
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
@@ -34,6 +36,7 @@ class CompletionRequest:
     include_usage: bool
     sampling: dict  # clean_sampling's keyword arguments (None = the model's default)
     tools: str | None = None  # the tool parameter sent, if any: refused with the pool's template named
+    digest: str = ""  # sha256 of the body: an Idempotency-Key repeat must send the same
 
 
 def _text(content, i: int) -> str:
@@ -114,5 +117,14 @@ def parse_completion_request(body) -> CompletionRequest:
         raise InvalidInput("stream_options is only allowed with \"stream\": true, as an object", field="stream_options")
     include_usage = _flag(options or {}, "include_usage")
     sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS}}
+    asked = {"model": model, "messages": messages, "stream": stream, "include_usage": include_usage,
+             "sampling": sampling, "tools": tools}
     return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
-                             include_usage=include_usage, sampling=sampling, tools=tools)
+                             include_usage=include_usage, sampling=sampling, tools=tools, digest=digest(asked))
+
+
+def digest(asked: dict) -> str:
+    """sha256 of what a request asks for, as parsed: the same for the same request
+    whatever its key order, spacing, or defaults sent or left out (stream: false)."""
+    canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()

@@ -50,9 +50,10 @@ def openai_view(view):
     return csrf_exempt(wrapper)
 
 
-def _submit(key, req: CompletionRequest) -> GenerationRun:
-    run = completion_submit(key=key, request=req)
-    return GenerationRun.objects.select_related("pool", "assistant_message").get(pk=run.pk)
+def _submit(key, req: CompletionRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
+    submitted = completion_submit(key=key, request=req, idempotency_key=idempotency_key)
+    run = GenerationRun.objects.select_related("pool", "assistant_message").get(pk=submitted.run.pk)
+    return run, submitted.replayed
 
 
 def _finalized(run_id: int) -> GenerationRun:
@@ -79,25 +80,29 @@ async def chat_completions(request):
         require_method(request, "POST")
         key = await authenticate(request)
         req = parse_completion_request(json_body(request))
-        run = await sync_to_async(_submit)(key, req)
+        run, replayed = await sync_to_async(_submit)(key, req, request.headers.get("Idempotency-Key", ""))
     except OpenAIError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         return _service_error(exc, req)
+    # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
-        response = StreamingHttpResponse(_stream(run, req.include_usage), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(run, req.include_usage, fresh=not replayed),
+                                         content_type="text/event-stream")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"
     else:
-        response = await _wait(run)
+        response = await _wait(run, fresh=not replayed)
     response["X-Run-Id"] = str(run.pk)
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
     return response
 
 
-async def _wait(run: GenerationRun) -> JsonResponse:
+async def _wait(run: GenerationRun, *, fresh: bool) -> JsonResponse:
     """Wait for the terminal entry, then answer with the saved reply."""
     terminal = None
-    async for batch in follow(run.pk, fresh=True):
+    async for batch in follow(run.pk, fresh=fresh):
         if batch and batch[-1].is_terminal:
             terminal = batch[-1]
     if terminal.type == codec.ERROR:
@@ -107,12 +112,12 @@ async def _wait(run: GenerationRun) -> JsonResponse:
     return JsonResponse(wire.completion(saved))
 
 
-async def _stream(run: GenerationRun, include_usage: bool):
+async def _stream(run: GenerationRun, include_usage: bool, *, fresh: bool):
     """chat.completion.chunk events, then `data: [DONE]`."""
     yield wire.sse_data(wire.chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage))
     completion_tokens = 0
     try:
-        async for batch in follow(run.pk, fresh=True):
+        async for batch in follow(run.pk, fresh=fresh):
             if batch is None:
                 yield wire.SSE_KEEPALIVE
                 continue

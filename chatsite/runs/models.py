@@ -40,6 +40,9 @@ class GenerationRun(models.Model):
     budget_cap = models.PositiveIntegerField(null=True, blank=True)
     prompt_snapshot = models.JSONField(default=list, help_text="The messages the prompt is built from.")
     idempotency_key = models.CharField(max_length=200, blank=True)
+    # The OpenAI-compatible API's sha256 of the request body an idempotency key came with:
+    # a repeat with another body is refused, not answered with this run.
+    request_digest = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=200, blank=True)
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -24,7 +24,7 @@ def key(api_key):
 
 
 def _submit(key, **fields) -> GenerationRun:
-    return completion_submit(key=key, request=parse_completion_request({**ASK, **fields}))
+    return completion_submit(key=key, request=parse_completion_request({**ASK, **fields})).run
 
 
 def test_sampling_knobs_are_saved_on_the_run(key, pool):
