@@ -5,6 +5,7 @@ import secrets
 from dataclasses import dataclass
 
 from django.conf import settings
+from jsonschema import Draft202012Validator, SchemaError
 
 from chatsite.errors import InvalidInput
 
@@ -155,6 +156,11 @@ def clean_response_format(value) -> dict | None:
     if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
         raise InvalidInput(f"response_format.json_schema.schema may be at most {MAX_SCHEMA_CHARS} characters "
                            "as JSON", field="response_format.json_schema.schema")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidInput(f"response_format.json_schema.schema is not a valid JSON Schema: {exc.message}",
+                           field="response_format.json_schema.schema") from None
     if spec.get("strict") not in (None, True, False):
         raise InvalidInput("response_format.json_schema.strict must be true or false",
                            field="response_format.json_schema.strict")

@@ -151,6 +151,8 @@ MESSAGE_SHAPES = [
      "response_format.json_schema.name"),
     ("json_schema schema not an object", {"response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": ["type", "object"]}}}, "response_format.json_schema.schema"),
+    ("json_schema not a valid schema", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "nonsense"}}}}, "response_format.json_schema.schema"),
     ("json_schema strict not a bool", {"response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": {}, "strict": "yes"}}}, "response_format.json_schema.strict"),
     ("tool_choice required", {"tool_choice": "required"}, "tool_choice"),
