@@ -15,7 +15,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite.errors import ServiceError
-from chatsite.openai_api import wire
+from chatsite.openai_api import ratelimit, wire
 from chatsite.openai_api.auth import authenticate, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request
@@ -73,12 +73,26 @@ def _service_error(exc: ServiceError, req: CompletionRequest | None):
     return from_service_error(exc)
 
 
+async def _authenticated(request, method: str):
+    """The request's API key, or the error response to send instead."""
+    try:
+        require_method(request, method)
+        return await authenticate(request), None
+    except OpenAIError as exc:
+        return None, error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+
+
 @openai_view
 async def chat_completions(request):
+    key, refused = await _authenticated(request, "POST")
+    if refused is not None:
+        return refused
+    return await ratelimit.add_headers(await _chat_completion(request, key), key.tenant)
+
+
+async def _chat_completion(request, key):
     req = None
     try:
-        require_method(request, "POST")
-        key = await authenticate(request)
         req = parse_completion_request(json_body(request))
         run, replayed = await sync_to_async(_submit)(key, req, request.headers.get("Idempotency-Key", ""))
     except OpenAIError as exc:
@@ -150,23 +164,22 @@ def _models(key, name: str | None = None) -> list:
 
 @openai_view
 async def models_list(request):
-    try:
-        require_method(request, "GET")
-        key = await authenticate(request)
-    except OpenAIError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
-    return JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
+    key, refused = await _authenticated(request, "GET")
+    if refused is not None:
+        return refused
+    response = JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
+    return await ratelimit.add_headers(response, key.tenant)
 
 
 @openai_view
 async def model_detail(request, model: str):
-    try:
-        require_method(request, "GET")
-        key = await authenticate(request)
-    except OpenAIError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    key, refused = await _authenticated(request, "GET")
+    if refused is not None:
+        return refused
     found = await sync_to_async(_models)(key, model)
     if not found:
-        return error_response(404, "model_not_found", f"The model '{model[:60]}' does not exist or you do not "
-                              "have access to it; GET /v1/models lists yours.", "model")
-    return JsonResponse(wire.model_object(found[0]))
+        response = error_response(404, "model_not_found", f"The model '{model[:60]}' does not exist or you do "
+                                  "not have access to it; GET /v1/models lists yours.", "model")
+    else:
+        response = JsonResponse(wire.model_object(found[0]))
+    return await ratelimit.add_headers(response, key.tenant)
