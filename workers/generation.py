@@ -65,6 +65,19 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
     )
 
 
+def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: str):
+    """The run's prompt plan: its snapshot through the chat template (a continued reply
+    carries on from its text), or a text completion's prompt as it is; then `so_far`,
+    what earlier attempts streamed. Raises PromptTooLong."""
+    messages, prefix = run.prompt_snapshot, ""
+    if run.raw_prompt:
+        return rt.host.build_raw_prompt(messages[-1]["content"], max_prompt_tokens=max_prompt_tokens,
+                                        continuation=so_far)
+    if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
+        messages, prefix = messages[:-1], messages[-1]["content"]
+    return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix + so_far)
+
+
 def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     def end(fields: dict, outcome: str) -> str:
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
@@ -80,12 +93,8 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     if remaining <= 0:
         return end(codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
                                      completion_tokens=reply.completion_tokens), "finalized")
-    messages, prefix = run.prompt_snapshot, ""
-    if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
-        messages, prefix = messages[:-1], messages[-1]["content"]
     try:
-        plan = rt.host.build_prompt(messages, max_prompt_tokens=rt.pool.context_length - remaining,
-                                    continuation=prefix + reply.text)
+        plan = _prompt(rt, run, max_prompt_tokens=rt.pool.context_length - remaining, so_far=reply.text)
     except PromptTooLong as exc:
         return end(codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed")
     capped = False

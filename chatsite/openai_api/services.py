@@ -43,7 +43,7 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
             chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
                                             history=request.history)
             run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                             idempotency_key=idempotency_key, **request.sampling)
+                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt, **request.sampling)
             if idempotency_key:
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
                 run.request_digest = request.digest

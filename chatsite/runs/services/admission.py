@@ -54,11 +54,12 @@ class Order:
     source: str
     idempotency_key: str
     room: int
+    raw_prompt: bool = False
 
 
 def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str = "interactive",
                source: str = GenerationRun.Source.API, idempotency_key: str = "",
-               model: str | None = None, **sampling) -> GenerationRun:
+               model: str | None = None, raw_prompt: bool = False, **sampling) -> GenerationRun:
     """Save the user's message (after the chat's chosen path, or as a new version of
     `edit_of`, a user message of the chat), an empty assistant message and a queued
     run, then (after commit) hand the run to its queue. A repeated `idempotency_key`
@@ -66,7 +67,9 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     `model` answers this one message with another pool than the chat's own.
     `sampling` is clean_sampling's keyword arguments (max_tokens, temperature, top_p,
     stop, seed, ignore_eos, top_k, min_p, the penalties, response_format); unset ones
-    come from the chat's settings, then the pool's defaults.
+    come from the chat's settings, then the pool's defaults. `raw_prompt`: the
+    model gets `content` as it is, with no chat template and none of the chat's
+    earlier messages (a text completion).
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
     model's context), ModelUnavailable (503) when no worker of the pool is live and it
@@ -84,7 +87,7 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     tokens = count_tokens(pool.model, content)
     turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
-    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room))
+    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room, raw_prompt))
 
 
 def run_regenerate(*, chat: Chat, message: Message, max_tokens=None, temperature=None, top_p=None, seed=None,
@@ -260,7 +263,7 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
         tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply, pool=pool,
         tier=order.tier, source=order.source, seed=sampling.seed, max_tokens=sampling.max_tokens,
         sampling=sampling.as_run_sampling(),
-        prompt_snapshot=snapshot, idempotency_key=order.idempotency_key,
+        prompt_snapshot=snapshot, raw_prompt=order.raw_prompt, idempotency_key=order.idempotency_key,
         reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
     )
     run.user_message, run.assistant_message = asked, reply
