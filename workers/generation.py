@@ -97,6 +97,13 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
         plan = _prompt(rt, run, max_prompt_tokens=rt.pool.context_length - remaining, so_far=reply.text)
     except PromptTooLong as exc:
         return end(codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed")
+    if plan.num_messages_dropped and run.source == GenerationRun.Source.OPENAI:
+        # An OpenAI client's conversation reaches the model whole or not at all (the
+        # real chat template can take more than admission's estimate).
+        return end(codec.error_fields(code="context_length_exceeded", message=(
+            f"the messages are more than the {rt.pool.context_length - remaining} prompt tokens the model has "
+            f"room for with a reply of up to {remaining} tokens; shorten them or ask for fewer max_tokens")),
+            "failed")
     capped = False
     if run.budget_cap is not None:  # the tenant's budget, counted with the real prompt length
         allowed = run.budget_cap - len(plan.token_ids) - reply.completion_tokens

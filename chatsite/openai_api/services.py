@@ -44,6 +44,7 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
                                             history=request.history)
             run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
                              idempotency_key=idempotency_key, raw_prompt=request.raw_prompt, **request.sampling)
+            _refuse_if_trimmed(run, request)
             if idempotency_key:
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
                 run.request_digest = request.digest
@@ -53,6 +54,19 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
         if exc.field != IDEMPOTENCY_FIELD or (earlier := _earlier(key, idempotency_key, request.digest)) is None:
             raise
         return Submitted(earlier, replayed=True)
+
+
+def _refuse_if_trimmed(run: GenerationRun, request: CompletionRequest) -> None:
+    """An OpenAI client sent the whole conversation and expects all of it to reach the
+    model: where admission had to drop older messages to fit the context (as the web
+    chat does), refuse instead. Replies with no text are never in a prompt."""
+    sent = 1 + sum(1 for m in request.history if m["content"] or m["role"] != "assistant")
+    if len(run.prompt_snapshot) < sent:
+        raise InvalidInput(
+            f"the messages do not fit model {run.pool.name!r}: its context of {run.pool.context_length} tokens, "
+            f"with room kept for a reply of up to {run.max_tokens} tokens, holds only the newest "
+            f"{len(run.prompt_snapshot)} of your {sent} messages; shorten them or ask for fewer max_tokens",
+            field="messages", code="context_length_exceeded")
 
 
 def _earlier(key: ApiKey, idempotency_key: str, digest: str) -> GenerationRun | None:
