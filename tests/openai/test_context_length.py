@@ -5,6 +5,7 @@ import pytest
 
 from chatsite.runs.models import GenerationRun
 from tests.api.helpers import assert_openai_error, key_client, row_counts
+from tests.runs.helpers import wait_terminal
 
 LONG = "lorem ipsum " * 200  # ~800 estimated tokens: the pool's 1,024 hold one of them with a reply, not two
 
@@ -55,6 +56,6 @@ def test_the_worker_refuses_what_admission_underestimated(live_url, fake_workers
     with pytest.raises(openai.APIError) as info:
         list(client.chat.completions.create(model="flagship", messages=messages, max_tokens=320, stream=True))
     assert info.value.body["code"] == "context_length_exceeded"
-    runs = GenerationRun.objects.all()
+    runs = [wait_terminal(pk) for pk in GenerationRun.objects.values_list("pk", flat=True)]
     assert [(r.status, r.completion_tokens) for r in runs] == [("failed", 0)] * 2
     assert all(len(r.prompt_snapshot) == 81 for r in runs)  # admission kept them all: the worker refused
