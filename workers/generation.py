@@ -89,6 +89,12 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     if stream_log.cancel_asked(run.pk):
         return end(codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                      completion_tokens=reply.completion_tokens), "cancelled")
+    if reply.text and run.sampling.get("response_format"):
+        # The engine cannot take up a grammar in the middle of its output: carrying on
+        # would start a second JSON value after the first's beginning. Say so instead.
+        return end(codec.error_fields(code="structured_output_interrupted", message=(
+            "the worker generating this JSON reply stopped part-way, and a constrained reply cannot be carried "
+            "on by another; send the request again")), "failed")
     remaining = run.max_tokens - reply.completion_tokens
     if remaining <= 0:
         return end(codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
