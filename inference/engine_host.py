@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from inference.prompt import PromptPlan, assemble
+from inference.prompt import PromptPlan, assemble, encode_raw
 from inference.types import Chunk, EngineStats, GenerationRequest, StepDelta
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,12 @@ class EngineHost:
         with self._tokenizer_lock:  # a fast tokenizer must not be used from two threads at once
             return assemble(self._backend.tokenizer, messages,
                             max_prompt_tokens=max_prompt_tokens, continuation=continuation)
+
+    def build_raw_prompt(self, text: str, *, max_prompt_tokens: int, continuation: str = "") -> PromptPlan:
+        """The prompt for `text` as it is (no chat template); raises PromptTooLong if it does not fit."""
+        with self._tokenizer_lock:
+            return encode_raw(self._backend.tokenizer, text, max_prompt_tokens=max_prompt_tokens,
+                              continuation=continuation)
 
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; its output arrives at `on_step`, ending with a finished delta."""

@@ -50,3 +50,16 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
             lo = mid + 1
     ids = render(lo)
     return PromptPlan(ids, len(system) + len(turns) - lo, lo)
+
+
+def encode_raw(tokenizer, text: str, *, max_prompt_tokens: int, continuation: str = "") -> PromptPlan:
+    """Token ids for `text` as it is, with no chat template (a text completion's
+    prompt, with the tokenizer's own special tokens, as vLLM's completions endpoint
+    encodes it), plus `continuation`. Raises PromptTooLong when it does not fit."""
+    ids = tokenizer.encode(text, add_special_tokens=True)
+    if continuation:
+        ids += tokenizer.encode(continuation, add_special_tokens=False)
+    if len(ids) > max_prompt_tokens:
+        raise PromptTooLong(f"the prompt is {len(ids)} tokens, more than the {max_prompt_tokens} prompt tokens the "
+                            "model has room for")
+    return PromptPlan(ids, 1, 0)

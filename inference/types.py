@@ -15,6 +15,15 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     priority: int = 0  # lower is served first (vLLM's priority scheduling)
     ignore_eos: bool = False
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    # The reply is constrained to JSON: any object (json_object), or one matching the
+    # JSON Schema `json_schema` (as JSON text, so the request stays hashable).
+    json_object: bool = False
+    json_schema: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,24 @@ from inference.types import Chunk, EngineStats, GenerationRequest
 log = logging.getLogger(__name__)
 
 
+def sampling_params(request: GenerationRequest):
+    """vLLM's SamplingParams for `request`, with DELTA outputs (each step's new text)."""
+    from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
+
+    structured = None
+    if request.json_schema is not None:
+        structured = StructuredOutputsParams(json=request.json_schema)
+    elif request.json_object:
+        structured = StructuredOutputsParams(json_object=True)
+    return SamplingParams(
+        n=1, max_tokens=request.max_tokens, temperature=request.temperature, top_p=request.top_p,
+        top_k=request.top_k, min_p=request.min_p, frequency_penalty=request.frequency_penalty,
+        presence_penalty=request.presence_penalty, repetition_penalty=request.repetition_penalty,
+        seed=request.seed, stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
+        structured_outputs=structured, output_kind=RequestOutputKind.DELTA,
+    )
+
+
 class VllmBackend:
     """Wraps AsyncLLM behind the EngineBackend interface."""
 
@@ -38,13 +56,7 @@ class VllmBackend:
         """Submit to AsyncLLM without a consuming task: its output handler calls the
         request's collector once per engine step (DELTA outputs), and the collector's
         `put` is replaced by one that hands the output straight to `emit`."""
-        from vllm.sampling_params import RequestOutputKind, SamplingParams
-
-        params = SamplingParams(
-            n=1, max_tokens=request.max_tokens, temperature=request.temperature, top_p=request.top_p,
-            seed=request.seed, stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
-            output_kind=RequestOutputKind.DELTA,
-        )
+        params = sampling_params(request)
         prompt_len = len(request.prompt_token_ids)
 
         def put(output) -> None:

@@ -24,6 +24,11 @@ if [ ! -f "$STAMP" ]; then
   fi
   rm -f var/.deps-*; touch "$STAMP"
 fi
+# The openai npm package for the Node SDK test (tests/openai/node), again when its lock file changed.
+if [ $DEV = 1 ] && ! cmp -s tests/openai/node/package-lock.json tests/openai/node/node_modules/.installed-lock; then
+  echo "==> installing the openai npm package for the Node SDK test"
+  (cd tests/openai/node && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.installed-lock)
+fi
 if [ $DEV = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "==> installing Chromium for the browser tests"
   (apt-get install -y -qq chromium >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)

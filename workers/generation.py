@@ -1,4 +1,5 @@
 """One run through this worker's engine: claim, continue from the stream, finalize."""
+import json
 import logging
 
 from django.db import connection
@@ -46,6 +47,37 @@ def generate(rt: Runtime, run_id: int) -> str:
     return outcome
 
 
+def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: list[int],
+                   max_tokens: int) -> GenerationRequest:
+    """The engine request for `run`: its saved sampling (runs admitted before a knob
+    existed lack its key and get the engine's default)."""
+    s = run.sampling
+    fmt = s.get("response_format") or {}
+    schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    return GenerationRequest(
+        request_id=request_id, prompt_token_ids=prompt_token_ids, max_tokens=max_tokens,
+        temperature=s.get("temperature", 1.0), top_p=s.get("top_p", 1.0), seed=run.seed,
+        stop=tuple(s.get("stop", ())), priority=TIER_PRIORITY.get(run.tier, 0),
+        ignore_eos=bool(s.get("ignore_eos", False)), top_k=s.get("top_k", 0), min_p=s.get("min_p", 0.0),
+        frequency_penalty=s.get("frequency_penalty", 0.0), presence_penalty=s.get("presence_penalty", 0.0),
+        repetition_penalty=s.get("repetition_penalty", 1.0), json_object=fmt.get("type") == "json_object",
+        json_schema=json.dumps(schema) if schema is not None else None,
+    )
+
+
+def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: str):
+    """The run's prompt plan: its snapshot through the chat template (a continued reply
+    carries on from its text), or a text completion's prompt as it is; then `so_far`,
+    what earlier attempts streamed. Raises PromptTooLong."""
+    messages, prefix = run.prompt_snapshot, ""
+    if run.raw_prompt:
+        return rt.host.build_raw_prompt(messages[-1]["content"], max_prompt_tokens=max_prompt_tokens,
+                                        continuation=so_far)
+    if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
+        messages, prefix = messages[:-1], messages[-1]["content"]
+    return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix + so_far)
+
+
 def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     def end(fields: dict, outcome: str) -> str:
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
@@ -57,18 +89,27 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     if stream_log.cancel_asked(run.pk):
         return end(codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                      completion_tokens=reply.completion_tokens), "cancelled")
+    if reply.text and run.sampling.get("response_format"):
+        # The engine cannot take up a grammar in the middle of its output: carrying on
+        # would start a second JSON value after the first's beginning. Say so instead.
+        return end(codec.error_fields(code="structured_output_interrupted", message=(
+            "the worker generating this JSON reply stopped part-way, and a constrained reply cannot be carried "
+            "on by another; send the request again")), "failed")
     remaining = run.max_tokens - reply.completion_tokens
     if remaining <= 0:
         return end(codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
                                      completion_tokens=reply.completion_tokens), "finalized")
-    messages, prefix = run.prompt_snapshot, ""
-    if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
-        messages, prefix = messages[:-1], messages[-1]["content"]
     try:
-        plan = rt.host.build_prompt(messages, max_prompt_tokens=rt.pool.context_length - remaining,
-                                    continuation=prefix + reply.text)
+        plan = _prompt(rt, run, max_prompt_tokens=rt.pool.context_length - remaining, so_far=reply.text)
     except PromptTooLong as exc:
         return end(codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed")
+    if plan.num_messages_dropped and run.source == GenerationRun.Source.OPENAI:
+        # An OpenAI client's conversation reaches the model whole or not at all (the
+        # real chat template can take more than admission's estimate).
+        return end(codec.error_fields(code="context_length_exceeded", message=(
+            f"the messages are more than the {rt.pool.context_length - remaining} prompt tokens the model has "
+            f"room for with a reply of up to {remaining} tokens; shorten them or ask for fewer max_tokens")),
+            "failed")
     capped = False
     if run.budget_cap is not None:  # the tenant's budget, counted with the real prompt length
         allowed = run.budget_cap - len(plan.token_ids) - reply.completion_tokens
@@ -81,12 +122,8 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
                        lease_token=lease_token, next_seq=reply.completion_tokens, budget_capped=capped)
     rt.writer.register(active)
     try:
-        rt.host.submit(GenerationRequest(
-            request_id=active.request_id, prompt_token_ids=plan.token_ids, max_tokens=remaining,
-            temperature=run.sampling.get("temperature", 1.0), top_p=run.sampling.get("top_p", 1.0),
-            seed=run.seed, stop=tuple(run.sampling.get("stop", ())),
-            priority=TIER_PRIORITY.get(run.tier, 0), ignore_eos=bool(run.sampling.get("ignore_eos", False)),
-        ))
+        rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
+                                      max_tokens=remaining))
         connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
     finally:

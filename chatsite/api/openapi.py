@@ -47,11 +47,13 @@ def add_documented_endpoints(endpoints, **kwargs):
     chatsite.runs.events_app.run_events and chatsite.openai_api.views."""
     from chatsite.api.docs_views import RunEventsDocs
     from chatsite.openai_api.docs import ChatCompletionsDocs, ModelDetailDocs, ModelListDocs
+    from chatsite.openai_api.docs import TextCompletionsDocs
     from chatsite.openai_api.responses_docs import ResponseCancelDocs, ResponseDetailDocs, ResponsesDocs
 
     extra = [
         ("/api/runs/{run_id}/events", "api/runs/<int:run_id>/events", "GET", RunEventsDocs.as_view()),
         ("/v1/chat/completions", "v1/chat/completions", "POST", ChatCompletionsDocs.as_view()),
+        ("/v1/completions", "v1/completions", "POST", TextCompletionsDocs.as_view()),
         ("/v1/models", "v1/models", "GET", ModelListDocs.as_view()),
         ("/v1/models/{model}", "v1/models/<str:model>", "GET", ModelDetailDocs.as_view()),
         ("/v1/responses", "v1/responses", "POST", ResponsesDocs.as_view()),

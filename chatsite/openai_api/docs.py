@@ -55,6 +55,20 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
                                  help_text="Only 1: more choices per request are refused with 400.")
     ignore_eos = serializers.BooleanField(required=False, help_text="vLLM's extra parameter: generate "
                                                                     "exactly max_tokens.")
+    top_k = serializers.IntegerField(required=False, min_value=-1, allow_null=True,
+                                     help_text="vLLM's extra parameter: 0 or -1 off, else the k likeliest tokens.")
+    min_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
+                                   help_text="vLLM's extra parameter: 0 to 1.")
+    frequency_penalty = serializers.FloatField(required=False, min_value=-2, max_value=2, allow_null=True,
+                                               help_text="-2 to 2; 0 is off.")
+    presence_penalty = serializers.FloatField(required=False, min_value=-2, max_value=2, allow_null=True,
+                                              help_text="-2 to 2; 0 is off.")
+    repetition_penalty = serializers.FloatField(required=False, allow_null=True, help_text="vLLM's extra "
+                                                "parameter: greater than 0, at most 10; 1 is off.")
+    response_format = serializers.JSONField(required=False, allow_null=True, help_text=(
+        '{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema", '
+        '"strict"}}: the reply is constrained to JSON (matching the schema) by vLLM structured outputs.'))
+    user = serializers.CharField(required=False, allow_null=True, help_text="Accepted, not used.")
 
 
 class OpenAIAssistantMessage(serializers.Serializer):
@@ -114,6 +128,7 @@ class OpenAIModelList(serializers.Serializer):
 def _errors(*statuses) -> dict:
     text = {400: "Invalid request (`param` names the field).", 401: "Missing, invalid or revoked API key.",
             404: "No such model for you.", 405: "Method not allowed.", 413: "Body too large.",
+            409: "The Idempotency-Key was used with another request.",
             415: "The body is not JSON.", 429: "The tenant's limits; see Retry-After.",
             500: "The model failed while generating.",
             503: "Overloaded, or briefly unavailable; see Retry-After."}
@@ -155,10 +170,68 @@ class ChatCompletionsDocs(APIView):
             "max_tokens": 16, "temperature": 0.7, "seed": 1})],
         responses={(200, "application/json"): OpenAIChatCompletion,
                    (200, "text/event-stream"): OpenApiResponse(CHUNK_EVENT_SCHEMA, description=STREAM_DESCRIPTION),
-                   **_errors(400, 401, 404, 405, 413, 415, 429, 500, 503)},
+                   **_errors(400, 401, 404, 405, 409, 413, 415, 429, 500, 503)},
     )
     def post(self, request):  # pragma: no cover - never routed
         raise NotImplementedError("served by chatsite.openai_api.views.chat_completions")
+
+
+class OpenAITextCompletionRequest(serializers.Serializer):
+    model = serializers.CharField(help_text="A model id from GET /v1/models (a model pool's name).")
+    prompt = serializers.JSONField(help_text="A string, or a list of one string: sent to the model as it is, "
+                                             "without the chat template. Token-id prompts are refused.")
+    stream = serializers.BooleanField(required=False, default=False, help_text="Send the text as it is "
+                                                                             "generated (text/event-stream).")
+    stream_options = OpenAIStreamOptions(required=False, allow_null=True, help_text="Only with stream: true.")
+    max_tokens = serializers.IntegerField(required=False, min_value=1, allow_null=True,
+                                          help_text="Default: the model's (not OpenAI's 16).")
+    temperature = serializers.FloatField(required=False, min_value=0, max_value=2, allow_null=True,
+                                         help_text="0 to 2; default: the model's.")
+    top_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
+                                   help_text="Greater than 0.")
+    stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the text.")
+    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
+                                    help_text="Same seed, prompt and sampling: the same text.")
+    n = serializers.IntegerField(required=False, min_value=1, max_value=1, allow_null=True, help_text="Only 1.")
+    echo = serializers.BooleanField(required=False, help_text="Only false.")
+    suffix = serializers.CharField(required=False, allow_null=True, help_text="Refused (400) unless empty.")
+    logprobs = serializers.IntegerField(required=False, allow_null=True, help_text="Refused (400) unless null.")
+
+
+class OpenAITextChoice(serializers.Serializer):
+    text = serializers.CharField(allow_blank=True, help_text="The text, as saved on the run.")
+    index = serializers.IntegerField(help_text="Always 0.")
+    logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
+    finish_reason = serializers.ChoiceField(["stop", "length"])
+
+
+class OpenAITextCompletion(serializers.Serializer):
+    id = serializers.CharField(help_text="cmpl-<run id>: the run in GET /api/runs/{id}/ and the admin.")
+    object = serializers.ChoiceField(["text_completion"])
+    created = serializers.IntegerField(help_text="When the run was queued, Unix seconds.")
+    model = serializers.CharField(help_text="The model (pool) that answered.")
+    system_fingerprint = serializers.CharField(allow_null=True, help_text="Always null.")
+    choices = OpenAITextChoice(many=True)
+    usage = OpenAIUsage()
+
+
+class TextCompletionsDocs(APIView):
+    authentication_classes = [ApiKeyAuthentication]
+
+    @extend_schema(
+        operation_id="openai_completions", tags=["openai"], summary="Create a text completion (OpenAI)",
+        description="OpenAI-compatible text completions: the prompt goes to the model as it is (no chat "
+                    "template). A run like every other (source `openai`). With `\"stream\": true`: `data: "
+                    "{text_completion}` lines with the new text in `choices[0].text`, one with `finish_reason`, "
+                    "with `stream_options.include_usage` a last one with `usage` and `choices: []`, then "
+                    "`data: [DONE]`.",
+        request=OpenAITextCompletionRequest,
+        responses={(200, "application/json"): OpenAITextCompletion,
+                   (200, "text/event-stream"): OpenApiResponse(CHUNK_EVENT_SCHEMA, description="As chat."),
+                   **_errors(400, 401, 404, 405, 409, 413, 415, 429, 500, 503)},
+    )
+    def post(self, request):  # pragma: no cover - never routed
+        raise NotImplementedError("served by chatsite.openai_api.views.text_completions")
 
 
 class ModelListDocs(APIView):

@@ -1,10 +1,14 @@
-"""The body of POST /v1/chat/completions, checked and reduced to what a run needs.
+"""The bodies of POST /v1/chat/completions and /v1/completions, checked and reduced
+to what a run needs.
 
 Sampling values themselves (ranges, NaN, the model's limits) are checked by
 chatsite.runs.validation at admission, like every other run; this module checks
 the OpenAI-specific shape and refuses, by name, the features this server does not
-implement rather than silently ignoring them. Unknown extra fields are ignored,
-as SDKs send some (user, metadata, store)."""
+implement rather than silently ignoring them. `user` is accepted and not used (it
+changes nothing in the reply). Unknown extra fields are ignored, as SDKs send some
+(metadata, store)."""
+import hashlib
+import json
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
@@ -13,11 +17,19 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 
 # Parameters that would change the reply's meaning: refused unless they ask for the default.
 UNSUPPORTED = {
-    "tools": (None, []), "tool_choice": (None, "none", "auto"), "functions": (None, []),
-    "function_call": (None, "none", "auto"), "logprobs": (None, False), "top_logprobs": (None, 0),
-    "logit_bias": (None, {}), "presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0),
+    "logprobs": (None, False), "top_logprobs": (None, 0), "logit_bias": (None, {}),
     "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
 }
+# Tool calling, refused at submission with the pool's chat template named (services.py).
+TOOL_PARAMS = {"tools": (None, []), "tool_choice": (None, "none", "auto"), "functions": (None, []),
+               "function_call": (None, "none", "auto")}
+# Passed to the run's sampling as they are; chatsite.runs.validation checks them.
+SAMPLING_PARAMS = ("temperature", "top_p", "stop", "seed", "ignore_eos", "top_k", "min_p", "frequency_penalty",
+                   "presence_penalty", "repetition_penalty", "response_format")
+# /v1/completions: no response_format (OpenAI's text completions have none).
+TEXT_SAMPLING_PARAMS = SAMPLING_PARAMS[:-1]
+TEXT_UNSUPPORTED = {"echo": (None, False), "suffix": (None, ""), "logprobs": (None,), "best_of": (None, 1),
+                    "logit_bias": (None, {})}
 
 
 @dataclass(frozen=True)
@@ -27,7 +39,10 @@ class CompletionRequest:
     content: str  # the last message: the user's
     stream: bool
     include_usage: bool
-    sampling: dict  # max_tokens, temperature, top_p, stop, seed, ignore_eos (None = the model's default)
+    sampling: dict  # clean_sampling's keyword arguments (None = the model's default)
+    tools: str | None = None  # the tool parameter sent, if any: refused with the pool's template named
+    digest: str = ""  # sha256 of the body: an Idempotency-Key repeat must send the same
+    raw_prompt: bool = False  # a text completion: `content` goes to the model without the chat template
 
 
 def _text(content, i: int) -> str:
@@ -84,29 +99,64 @@ def _max_tokens(body: dict):
 
 
 def parse_completion_request(body) -> CompletionRequest:
-    """The request, or InvalidInput naming the parameter at fault."""
+    """A chat completion request, or InvalidInput naming the parameter at fault."""
+    model, stream, include_usage = _common(body)
+    messages = _messages(body.get("messages"))
+    for name, allowed in UNSUPPORTED.items():
+        if body.get(name) not in allowed:
+            raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
+    tools = next((name for name, allowed in TOOL_PARAMS.items() if body.get(name) not in allowed), None)
+    sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS}}
+    asked = {"model": model, "messages": messages, "stream": stream, "include_usage": include_usage,
+             "sampling": sampling, "tools": tools}
+    return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
+                             include_usage=include_usage, sampling=sampling, tools=tools, digest=digest(asked))
+
+
+def _common(body) -> tuple[str, bool, bool]:
+    """What both completion endpoints take alike: (model, stream, include_usage),
+    after checking n and user. Raises InvalidInput."""
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidInput("model is required: a model id from GET /v1/models", field="model")
-    messages = _messages(body.get("messages"))
     n = body.get("n")
     if n is not None and (isinstance(n, bool) or n != 1):
         raise InvalidInput("n must be 1: this server returns one choice per request; send several requests "
                            "for several choices", field="n")
-    for name, allowed in UNSUPPORTED.items():
-        if body.get(name) not in allowed:
-            raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
-    fmt = body.get("response_format")
-    if fmt is not None and fmt != {"type": "text"}:
-        raise InvalidInput("response_format: only {\"type\": \"text\"} is supported", field="response_format")
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidInput("user must be a string", field="user")
     stream = _flag(body, "stream")
     options = body.get("stream_options")
     if options is not None and (not stream or not isinstance(options, dict)):
         raise InvalidInput("stream_options is only allowed with \"stream\": true, as an object", field="stream_options")
-    include_usage = _flag(options or {}, "include_usage")
-    sampling = {"max_tokens": _max_tokens(body), "temperature": body.get("temperature"), "top_p": body.get("top_p"),
-                "stop": body.get("stop"), "seed": body.get("seed"), "ignore_eos": body.get("ignore_eos")}
-    return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
-                             include_usage=include_usage, sampling=sampling)
+    return model, stream, _flag(options or {}, "include_usage")
+
+
+def parse_text_completion_request(body) -> CompletionRequest:
+    """A text completion request (POST /v1/completions): `prompt`, a string or a list
+    of one string, goes to the model as it is. Raises InvalidInput naming the parameter."""
+    model, stream, include_usage = _common(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise InvalidInput("prompt must be a string (or a list of one string); token-id prompts and several "
+                           "prompts per request are not supported", field="prompt")
+    for name, allowed in TEXT_UNSUPPORTED.items():
+        if body.get(name) not in allowed:
+            raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
+    sampling = {"max_tokens": body.get("max_tokens"), **{name: body.get(name) for name in TEXT_SAMPLING_PARAMS}}
+    asked = {"model": model, "prompt": prompt, "stream": stream, "include_usage": include_usage,
+             "sampling": sampling, "raw_prompt": True}
+    return CompletionRequest(model=model, history=[], content=prompt, stream=stream, include_usage=include_usage,
+                             sampling=sampling, digest=digest(asked), raw_prompt=True)
+
+
+def digest(asked: dict) -> str:
+    """sha256 of what a request asks for, as parsed: the same for the same request
+    whatever its key order, spacing, or defaults sent or left out (stream: false)."""
+    canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,22 +1,90 @@
 """Writes for the OpenAI-compatible API: one completion call becomes one run."""
+from dataclasses import dataclass
+
 from django.db import transaction
 
 from chatsite.chats.services import chat_create_with_history
+from chatsite.errors import Conflict, InvalidInput
 from chatsite.openai_api.request import CompletionRequest
+from chatsite.pools.selectors import pool_for_tenant
+from chatsite.pools.tokens import chat_template_has_tools
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_submit
 from chatsite.tenancy.models import ApiKey
 
+IDEMPOTENCY_FIELD = "Idempotency-Key"
 
-def completion_submit(*, key: ApiKey, request: CompletionRequest) -> GenerationRun:
+
+@dataclass(frozen=True)
+class Submitted:
+    run: GenerationRun
+    replayed: bool  # an earlier call's run, found by its Idempotency-Key
+
+
+def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_key: str = "") -> Submitted:
     """A new chat holding the request's earlier messages, and a queued run (source
     openai) answering its last, user, message: the same admission, queue, worker
     and stream as every other run. One transaction: a refused request (bad model,
     sampling, content, a prompt that cannot fit, limits) writes nothing.
 
-    Raises what chat_create_with_history and run_submit raise (ServiceError subclasses)."""
-    with transaction.atomic():
-        chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
-                                        history=request.history)
-        return run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                          **request.sampling)
+    With `idempotency_key`, a repeat of the tenant's earlier call with that key (the
+    same body) gets the earlier run and creates nothing, also when the two race.
+
+    Raises Conflict (409, code idempotency_key_reused) when the key came with another
+    body, and what chat_create_with_history and run_submit raise (ServiceError subclasses)."""
+    if idempotency_key:
+        earlier = _earlier(key, idempotency_key, request.digest)
+        if earlier is not None:
+            return Submitted(earlier, replayed=True)
+    if request.tools is not None:
+        _refuse_tools(key.tenant, request.model, request.tools)
+    try:
+        with transaction.atomic():
+            chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
+                                            history=request.history)
+            run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
+                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt, **request.sampling)
+            _refuse_if_trimmed(run, request)
+            if idempotency_key:
+                GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
+                run.request_digest = request.digest
+            return Submitted(run, replayed=False)
+    except Conflict as exc:
+        # A call with the same key committed first (run_submit sees its run in another chat).
+        if exc.field != IDEMPOTENCY_FIELD or (earlier := _earlier(key, idempotency_key, request.digest)) is None:
+            raise
+        return Submitted(earlier, replayed=True)
+
+
+def _refuse_if_trimmed(run: GenerationRun, request: CompletionRequest) -> None:
+    """An OpenAI client sent the whole conversation and expects all of it to reach the
+    model: where admission had to drop older messages to fit the context (as the web
+    chat does), refuse instead. Replies with no text are never in a prompt."""
+    sent = 1 + sum(1 for m in request.history if m["content"] or m["role"] != "assistant")
+    if len(run.prompt_snapshot) < sent:
+        raise InvalidInput(
+            f"the messages do not fit model {run.pool.name!r}: its context of {run.pool.context_length} tokens, "
+            f"with room kept for a reply of up to {run.max_tokens} tokens, holds only the newest "
+            f"{len(run.prompt_snapshot)} of your {sent} messages; shorten them or ask for fewer max_tokens",
+            field="messages", code="context_length_exceeded")
+
+
+def _earlier(key: ApiKey, idempotency_key: str, digest: str) -> GenerationRun | None:
+    if len(idempotency_key) > 200:
+        raise InvalidInput("the Idempotency-Key header must be at most 200 characters", field=IDEMPOTENCY_FIELD)
+    run = GenerationRun.objects.filter(tenant=key.tenant, idempotency_key=idempotency_key).first()
+    if run is not None and (run.source != GenerationRun.Source.OPENAI or run.request_digest != digest):
+        raise Conflict("this Idempotency-Key was already used with a different request; send a new key for a "
+                       "new request", field=IDEMPOTENCY_FIELD, code="idempotency_key_reused")
+    return run
+
+
+def _refuse_tools(tenant, model: str, param: str) -> None:
+    """Tool calling is not implemented: say why, naming the pool's chat template
+    when it has no tools (SmolLM2's has none), so the client knows which to change."""
+    pool = pool_for_tenant(tenant, model)
+    if not chat_template_has_tools(pool.model):
+        raise InvalidInput(f"{param}: the chat template of model {pool.name!r} has no tools, so it cannot call "
+                           "functions; leave tools and tool_choice out", field=param)
+    raise InvalidInput(f"{param}: tool calling is not supported by this server yet; leave tools and tool_choice "
+                       "out", field=param)

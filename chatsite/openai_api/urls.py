@@ -4,6 +4,7 @@ from chatsite.openai_api import responses_views, views
 
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="openai-chat-completions"),
+    path("completions", views.text_completions, name="openai-completions"),
     path("models", views.models_list, name="openai-models"),
     path("models/<str:model>", views.model_detail, name="openai-model"),
     path("responses", responses_views.responses, name="openai-responses"),

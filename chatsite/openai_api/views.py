@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model}.
+"""POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model}.
 
 Async views: the database is reached through short thread hops, the model's
 output through the run stream's one follower (chatsite.runs.stream.follow), so no thread
@@ -15,10 +15,10 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite.errors import ServiceError
-from chatsite.openai_api import wire
+from chatsite.openai_api import ratelimit, wire
 from chatsite.openai_api.auth import authenticate, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
-from chatsite.openai_api.request import CompletionRequest, parse_completion_request
+from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.pools.selectors import pools_for_tenant
 from chatsite.runs.models import GenerationRun
@@ -50,9 +50,10 @@ def openai_view(view):
     return csrf_exempt(wrapper)
 
 
-def _submit(key, req: CompletionRequest) -> GenerationRun:
-    run = completion_submit(key=key, request=req)
-    return GenerationRun.objects.select_related("pool", "assistant_message").get(pk=run.pk)
+def _submit(key, req: CompletionRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
+    submitted = completion_submit(key=key, request=req, idempotency_key=idempotency_key)
+    run = GenerationRun.objects.select_related("pool", "assistant_message").get(pk=submitted.run.pk)
+    return run, submitted.replayed
 
 
 def _finalized(run_id: int) -> GenerationRun:
@@ -68,51 +69,80 @@ def _run_error(run_id: int, entry: codec.Entry) -> tuple[int, dict]:
 
 def _service_error(exc: ServiceError, req: CompletionRequest | None):
     if req is not None and exc.field == "content":  # run_submit names the last message's text "content"
-        exc.field = f"messages[{len(req.history)}].content"
+        exc.field = "prompt" if req.raw_prompt else f"messages[{len(req.history)}].content"
     return from_service_error(exc)
+
+
+async def _authenticated(request, method: str):
+    """The request's API key, or the error response to send instead."""
+    try:
+        require_method(request, method)
+        return await authenticate(request), None
+    except OpenAIError as exc:
+        return None, error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
 
 
 @openai_view
 async def chat_completions(request):
+    key, refused = await _authenticated(request, "POST")
+    if refused is not None:
+        return refused
+    return await ratelimit.add_headers(await _completion(request, key, parse_completion_request, wire.CHAT),
+                                       key.tenant)
+
+
+@openai_view
+async def text_completions(request):
+    key, refused = await _authenticated(request, "POST")
+    if refused is not None:
+        return refused
+    return await ratelimit.add_headers(await _completion(request, key, parse_text_completion_request, wire.TEXT),
+                                       key.tenant)
+
+
+async def _completion(request, key, parse, shape: wire.ChatShape):
     req = None
     try:
-        require_method(request, "POST")
-        key = await authenticate(request)
-        req = parse_completion_request(json_body(request))
-        run = await sync_to_async(_submit)(key, req)
+        req = parse(json_body(request))
+        run, replayed = await sync_to_async(_submit)(key, req, request.headers.get("Idempotency-Key", ""))
     except OpenAIError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         return _service_error(exc, req)
+    # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
-        response = StreamingHttpResponse(_stream(run, req.include_usage), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(run, req.include_usage, shape, fresh=not replayed),
+                                         content_type="text/event-stream")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"
     else:
-        response = await _wait(run)
+        response = await _wait(run, shape, fresh=not replayed)
     response["X-Run-Id"] = str(run.pk)
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
     return response
 
 
-async def _wait(run: GenerationRun) -> JsonResponse:
+async def _wait(run: GenerationRun, shape: wire.ChatShape, *, fresh: bool) -> JsonResponse:
     """Wait for the terminal entry, then answer with the saved reply."""
     terminal = None
-    async for batch in follow(run.pk, fresh=True):
+    async for batch in follow(run.pk, fresh=fresh):
         if batch and batch[-1].is_terminal:
             terminal = batch[-1]
     if terminal.type == codec.ERROR:
         status, body = _run_error(run.pk, terminal)
         return JsonResponse(body, status=status)
     saved = await sync_to_async(_finalized)(run.pk)
-    return JsonResponse(wire.completion(saved))
+    return JsonResponse(shape.whole(saved))
 
 
-async def _stream(run: GenerationRun, include_usage: bool):
-    """chat.completion.chunk events, then `data: [DONE]`."""
-    yield wire.sse_data(wire.chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage))
+async def _stream(run: GenerationRun, include_usage: bool, shape: wire.ChatShape, *, fresh: bool):
+    """Chunk events in the endpoint's shape, then `data: [DONE]`."""
+    for payload in shape.opening(run, include_usage):
+        yield wire.sse_data(payload)
     completion_tokens = 0
     try:
-        async for batch in follow(run.pk, fresh=True):
+        async for batch in follow(run.pk, fresh=fresh):
             if batch is None:
                 yield wire.SSE_KEEPALIVE
                 continue
@@ -120,14 +150,12 @@ async def _stream(run: GenerationRun, include_usage: bool):
             for entry in batch:
                 if entry.type in (codec.TOKEN, codec.SNAPSHOT):
                     completion_tokens += entry.n
-                    out.append(wire.sse_data(wire.chunk(run, delta={"content": entry.text},
-                                                        include_usage=include_usage)))
+                    out.append(wire.sse_data(shape.piece(run, entry.text, include_usage)))
                 elif entry.type == codec.DONE:
-                    out.append(wire.sse_data(wire.chunk(run, delta={}, finish=wire.finish_reason(entry.finish_reason),
-                                                        include_usage=include_usage)))
+                    out.append(wire.sse_data(shape.finish(run, entry.finish_reason, include_usage)))
                     if include_usage:
                         prompt_tokens = int(entry.usage.get("prompt_tokens", 0))
-                        out.append(wire.sse_data(wire.usage_chunk(run, prompt_tokens, completion_tokens)))
+                        out.append(wire.sse_data(shape.usage(run, prompt_tokens, completion_tokens)))
                 else:
                     out.append(wire.sse_data(_run_error(run.pk, entry)[1]))
             yield b"".join(out)
@@ -145,23 +173,22 @@ def _models(key, name: str | None = None) -> list:
 
 @openai_view
 async def models_list(request):
-    try:
-        require_method(request, "GET")
-        key = await authenticate(request)
-    except OpenAIError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
-    return JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
+    key, refused = await _authenticated(request, "GET")
+    if refused is not None:
+        return refused
+    response = JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
+    return await ratelimit.add_headers(response, key.tenant)
 
 
 @openai_view
 async def model_detail(request, model: str):
-    try:
-        require_method(request, "GET")
-        key = await authenticate(request)
-    except OpenAIError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    key, refused = await _authenticated(request, "GET")
+    if refused is not None:
+        return refused
     found = await sync_to_async(_models)(key, model)
     if not found:
-        return error_response(404, "model_not_found", f"The model '{model[:60]}' does not exist or you do not "
-                              "have access to it; GET /v1/models lists yours.", "model")
-    return JsonResponse(wire.model_object(found[0]))
+        response = error_response(404, "model_not_found", f"The model '{model[:60]}' does not exist or you do "
+                                  "not have access to it; GET /v1/models lists yours.", "model")
+    else:
+        response = JsonResponse(wire.model_object(found[0]))
+    return await ratelimit.add_headers(response, key.tenant)

@@ -1,4 +1,5 @@
-"""OpenAI's wire format: chat.completion, chat.completion.chunk, model and list objects."""
+"""OpenAI's wire format: chat.completion and its chunks, text_completion and its
+chunks, model and list objects."""
 import json
 
 from chatsite.runs.models import GenerationRun
@@ -47,6 +48,75 @@ def chunk(run: GenerationRun, *, delta: dict, finish: str | None = None, include
 
 def usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
     return {**_base(run, "chat.completion.chunk"), "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+
+
+def text_completion_id(run: GenerationRun) -> str:
+    return f"cmpl-{run.pk}"
+
+
+def _text_base(run: GenerationRun) -> dict:
+    return {"id": text_completion_id(run), "object": "text_completion", "created": int(run.queued_at.timestamp()),
+            "model": run.pool.name, "system_fingerprint": None}
+
+
+def text_completion(run: GenerationRun) -> dict:
+    """A finished run as a text_completion object."""
+    choice = {"text": run.assistant_message.content, "index": 0, "logprobs": None,
+              "finish_reason": finish_reason(run.finish_reason)}
+    return {**_text_base(run), "choices": [choice], "usage": usage(run.prompt_tokens, run.completion_tokens)}
+
+
+def text_chunk(run: GenerationRun, *, text: str, finish: str | None = None, include_usage: bool = False) -> dict:
+    """A streamed text_completion: the same object, with the new text in choices[0].text."""
+    body = {**_text_base(run), "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+    if include_usage:
+        body["usage"] = None
+    return body
+
+
+def text_usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
+    return {**_text_base(run), "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+
+
+class ChatShape:
+    """How a chat completion is written: the whole object, and its stream's chunks."""
+
+    def whole(self, run: GenerationRun) -> dict:
+        return completion(run)
+
+    def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
+        return [chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage)]
+
+    def piece(self, run: GenerationRun, text: str, include_usage: bool) -> dict:
+        return chunk(run, delta={"content": text}, include_usage=include_usage)
+
+    def finish(self, run: GenerationRun, reason: str, include_usage: bool) -> dict:
+        return chunk(run, delta={}, finish=finish_reason(reason), include_usage=include_usage)
+
+    def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
+        return usage_chunk(run, prompt_tokens, completion_tokens)
+
+
+class TextShape(ChatShape):
+    """A text completion: no role chunk first; the text is in choices[0].text."""
+
+    def whole(self, run: GenerationRun) -> dict:
+        return text_completion(run)
+
+    def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
+        return []
+
+    def piece(self, run: GenerationRun, text: str, include_usage: bool) -> dict:
+        return text_chunk(run, text=text, include_usage=include_usage)
+
+    def finish(self, run: GenerationRun, reason: str, include_usage: bool) -> dict:
+        return text_chunk(run, text="", finish=finish_reason(reason), include_usage=include_usage)
+
+    def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
+        return text_usage_chunk(run, prompt_tokens, completion_tokens)
+
+
+CHAT, TEXT = ChatShape(), TextShape()
 
 
 def sse_data(payload: dict) -> bytes:

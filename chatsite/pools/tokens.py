@@ -3,6 +3,7 @@
 Only the Rust `tokenizers` package is used here (no torch, no vLLM): enough to
 count a message's tokens at admission and to keep the prompt snapshot in budget.
 """
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,3 +29,26 @@ def count_tokens(model: str, text: str) -> int:
     if tokenizer is None:
         return -(-len(text.encode()) // 3)
     return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+@lru_cache(maxsize=16)
+def chat_template(model: str) -> str | None:
+    """The model's chat template (Jinja text) from its local tokenizer files, or None
+    when it has none there (a model not on local disk, or a tokenizer without one)."""
+    folder = Path(model)
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    config = folder / "tokenizer_config.json"
+    if not config.is_file():
+        return None
+    template = json.loads(config.read_text()).get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+    return template if isinstance(template, str) else None
+
+
+def chat_template_has_tools(model: str) -> bool:
+    """Whether the model's chat template renders tool definitions (reads `tools`)."""
+    template = chat_template(model)
+    return template is not None and "tools" in template

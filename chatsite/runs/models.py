@@ -39,7 +39,12 @@ class GenerationRun(models.Model):
     # cut short by it ends with finish_reason "budget". Empty when the tenant has no budget.
     budget_cap = models.PositiveIntegerField(null=True, blank=True)
     prompt_snapshot = models.JSONField(default=list, help_text="The messages the prompt is built from.")
+    raw_prompt = models.BooleanField(default=False, help_text="The prompt is the user message's text as it is, "
+                                     "without the chat template (text completions, /v1/completions).")
     idempotency_key = models.CharField(max_length=200, blank=True)
+    # The OpenAI-compatible API's sha256 of the request body an idempotency key came with:
+    # a repeat with another body is refused, not answered with this run.
+    request_digest = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=200, blank=True)
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -1,15 +1,20 @@
 """Validation of what a client asks a run to do; each failure names the problem."""
+import json
 import math
 import secrets
 from dataclasses import dataclass
 
 from django.conf import settings
+from jsonschema import Draft202012Validator, SchemaError
 
 from chatsite.errors import InvalidInput
 
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 64
 MAX_SEED = 2**63 - 1
+MAX_TOP_K = 2**31 - 1
+MAX_REPETITION_PENALTY = 10.0
+MAX_SCHEMA_CHARS = 32_000
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,21 @@ class Sampling:
     stop: tuple[str, ...]
     seed: int
     ignore_eos: bool = False
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    # None, {"type": "json_object"} or {"type": "json_schema", "schema": {...}}: the reply is
+    # constrained to JSON (vLLM structured outputs).
+    response_format: dict | None = None
+
+    def as_run_sampling(self) -> dict:
+        """What GenerationRun.sampling holds (max_tokens and seed have columns of their own)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "stop": list(self.stop),
+                "ignore_eos": self.ignore_eos, "top_k": self.top_k, "min_p": self.min_p,
+                "frequency_penalty": self.frequency_penalty, "presence_penalty": self.presence_penalty,
+                "repetition_penalty": self.repetition_penalty, "response_format": self.response_format}
 
 
 def has_surrogates(value: str) -> bool:
@@ -55,8 +75,10 @@ def _number(value, *, field: str, lo: float, hi: float, lo_open: bool = False) -
 
 
 def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
-                   ignore_eos=None) -> Sampling:
-    """The run's sampling, from the client's values over the pool's defaults."""
+                   ignore_eos=None, top_k=None, min_p=None, frequency_penalty=None, presence_penalty=None,
+                   repetition_penalty=None, response_format=None) -> Sampling:
+    """The run's sampling, from the client's values over the pool's defaults (None:
+    the default). Raises InvalidInput naming the parameter at fault."""
     defaults = pool.default_sampling or {}
     if max_tokens is None:
         max_tokens = min(defaults.get("max_tokens", settings.CHATSITE["DEFAULT_MAX_TOKENS"]), pool.max_output_tokens)
@@ -83,4 +105,63 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
         raise InvalidInput(f"seed must be an integer between 0 and {MAX_SEED}", field="seed")
     if ignore_eos is not None and not isinstance(ignore_eos, bool):
         raise InvalidInput("ignore_eos must be true or false", field="ignore_eos")
-    return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos))
+    return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos),
+                    **_clean_penalties(top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
+                                       presence_penalty=presence_penalty, repetition_penalty=repetition_penalty),
+                    response_format=clean_response_format(response_format))
+
+
+def _clean_penalties(*, top_k, min_p, frequency_penalty, presence_penalty, repetition_penalty) -> dict:
+    """vLLM's ranges: top_k 0 (off) or at least 1 (-1 is taken as off, as vLLM does),
+    min_p 0..1, frequency and presence penalties -2..2, repetition penalty above 0."""
+    if top_k is None or top_k == -1:
+        top_k = 0
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 0 <= top_k <= MAX_TOP_K:
+        raise InvalidInput(f"top_k must be an integer: 0 (off) or between 1 and {MAX_TOP_K}", field="top_k")
+    return {
+        "top_k": top_k,
+        "min_p": 0.0 if min_p is None else _number(min_p, field="min_p", lo=0.0, hi=1.0),
+        "frequency_penalty": 0.0 if frequency_penalty is None else _number(
+            frequency_penalty, field="frequency_penalty", lo=-2.0, hi=2.0),
+        "presence_penalty": 0.0 if presence_penalty is None else _number(
+            presence_penalty, field="presence_penalty", lo=-2.0, hi=2.0),
+        "repetition_penalty": 1.0 if repetition_penalty is None else _number(
+            repetition_penalty, field="repetition_penalty", lo=0.0, hi=MAX_REPETITION_PENALTY, lo_open=True),
+    }
+
+
+def clean_response_format(value) -> dict | None:
+    """OpenAI's response_format, reduced to what a run keeps: None (text),
+    {"type": "json_object"}, or {"type": "json_schema", "name", "schema"} from
+    {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}. `strict` may be
+    true or false: the schema is enforced either way. Raises InvalidInput naming the part."""
+    if value is None or value == {"type": "text"}:
+        return None
+    if value == {"type": "json_object"}:
+        return {"type": "json_object"}
+    if not isinstance(value, dict) or value.get("type") != "json_schema":
+        raise InvalidInput('response_format must be {"type": "text"}, {"type": "json_object"} or {"type": '
+                           '"json_schema", "json_schema": {"name": ..., "schema": {...}}}', field="response_format")
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict):
+        raise InvalidInput("response_format.json_schema must be an object with name and schema",
+                           field="response_format.json_schema")
+    name, schema = spec.get("name"), spec.get("schema")
+    if not isinstance(name, str) or not 0 < len(name) <= 64:
+        raise InvalidInput("response_format.json_schema.name must be a string of 1 to 64 characters",
+                           field="response_format.json_schema.name")
+    if not isinstance(schema, dict):
+        raise InvalidInput("response_format.json_schema.schema must be a JSON Schema object",
+                           field="response_format.json_schema.schema")
+    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+        raise InvalidInput(f"response_format.json_schema.schema may be at most {MAX_SCHEMA_CHARS} characters "
+                           "as JSON", field="response_format.json_schema.schema")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidInput(f"response_format.json_schema.schema is not a valid JSON Schema: {exc.message}",
+                           field="response_format.json_schema.schema") from None
+    if spec.get("strict") not in (None, True, False):
+        raise InvalidInput("response_format.json_schema.strict must be true or false",
+                           field="response_format.json_schema.strict")
+    return {"type": "json_schema", "name": name, "schema": schema}

@@ -134,7 +134,28 @@ MESSAGE_SHAPES = [
     ("stream_options not an object", {"stream": True, "stream_options": []}, "stream_options"),
     ("include_usage not a bool", {"stream": True, "stream_options": {"include_usage": 1}}, "include_usage"),
     ("logprobs", {"logprobs": True}, "logprobs"),
-    ("json response format", {"response_format": {"type": "json_object"}}, "response_format"),
+    ("top_logprobs", {"top_logprobs": 2}, "top_logprobs"),
+    ("logit_bias", {"logit_bias": {"42": 5}}, "logit_bias"),
+    ("audio", {"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+    ("user not text", {"user": 5}, "user"),
+    ("top_k negative", {"top_k": -2}, "top_k"),
+    ("top_k fractional", {"top_k": 1.5}, "top_k"),
+    ("min_p above 1", {"min_p": 1.5}, "min_p"),
+    ("frequency_penalty above 2", {"frequency_penalty": 2.5}, "frequency_penalty"),
+    ("presence_penalty below -2", {"presence_penalty": -3}, "presence_penalty"),
+    ("repetition_penalty zero", {"repetition_penalty": 0}, "repetition_penalty"),
+    ("repetition_penalty text", {"repetition_penalty": "1.1"}, "repetition_penalty"),
+    ("response format unknown type", {"response_format": {"type": "xml"}}, "response_format"),
+    ("json_schema without its object", {"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+    ("json_schema without a name", {"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+     "response_format.json_schema.name"),
+    ("json_schema schema not an object", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": ["type", "object"]}}}, "response_format.json_schema.schema"),
+    ("json_schema not a valid schema", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "nonsense"}}}}, "response_format.json_schema.schema"),
+    ("json_schema strict not a bool", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {}, "strict": "yes"}}}, "response_format.json_schema.strict"),
+    ("tool_choice required", {"tool_choice": "required"}, "tool_choice"),
 ]
 
 

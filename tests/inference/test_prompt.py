@@ -44,3 +44,28 @@ def test_continuation_is_appended_after_the_generation_prompt():
 def test_last_message_too_long_raises():
     with pytest.raises(PromptTooLong):
         assemble(TOK, [{"role": "user", "content": "z" * 500}], max_prompt_tokens=100)
+
+
+def test_a_raw_prompt_is_the_text_as_it_is_then_the_continuation():
+    from inference.prompt import encode_raw
+
+    plan = encode_raw(TOK, "Once upon a time", max_prompt_tokens=100, continuation=" there was")
+    assert TOK.decode(plan.token_ids) == "Once upon a time there was"
+    assert (plan.num_messages_kept, plan.num_messages_dropped) == (1, 0)
+    with pytest.raises(PromptTooLong):
+        encode_raw(TOK, "x" * 31, max_prompt_tokens=10)
+
+
+def test_a_raw_prompt_on_the_real_tokenizer_gets_no_chat_template():
+    from django.conf import settings
+
+    from inference.prompt import encode_raw
+
+    folder = settings.CHATSITE["DEMO_MODELS_DIR"] / "smollm2-135m-instruct"
+    if not (folder / "tokenizer.json").is_file():
+        pytest.skip("the real model is not built here")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    ids = encode_raw(tok, "def add(a, b):", max_prompt_tokens=100).token_ids
+    assert tok.decode(ids) == "def add(a, b):" and "<|im_start|>" not in tok.decode(ids)

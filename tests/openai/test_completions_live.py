@@ -152,3 +152,20 @@ def test_concurrent_calls_each_get_their_own_run(client):
     assert len({r.id for r in results.values()}) == 6
     for out in results.values():
         assert out.choices[0].message.content == _run(out.id).assistant_message.content
+
+
+def test_sampling_knobs_reach_the_run_and_refusals_name_the_parameter(client):
+    out = client.chat.completions.create(model="flagship", messages=QUESTION, max_tokens=10, presence_penalty=0.5,
+                                         frequency_penalty=0.25, user="end-user-7",
+                                         extra_body={"top_k": 12, "min_p": 0.05, "repetition_penalty": 1.15})
+    run = _run(out.id)
+    assert run.status == "completed" and out.choices[0].message.content == run.assistant_message.content
+    assert {k: run.sampling[k] for k in ("presence_penalty", "frequency_penalty", "top_k", "min_p",
+                                         "repetition_penalty")} == {
+        "presence_penalty": 0.5, "frequency_penalty": 0.25, "top_k": 12, "min_p": 0.05, "repetition_penalty": 1.15}
+    for refused in ({"logit_bias": {"7": 3}}, {"logprobs": True}, {"tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}):
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(model="flagship", messages=QUESTION, **refused)
+        assert info.value.body["param"] == next(iter(refused))
+    assert GenerationRun.objects.count() == 1

@@ -25,7 +25,7 @@ def key(api_key):
 
 
 def test_a_completion_is_a_run_in_a_chat_holding_the_history(key, pool):
-    run = completion_submit(key=key, request=parse_completion_request(BODY))
+    run = completion_submit(key=key, request=parse_completion_request(BODY)).run
     assert run.source == "openai" and run.max_tokens == 12 and run.seed == 5 and run.status == "queued"
     assert run.chat.owner == key.user and run.chat.tenant == key.tenant and run.pool == pool
     assert run.prompt_snapshot == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
@@ -38,7 +38,7 @@ def test_a_refused_completion_leaves_no_chat(key, pool):
 
 
 def test_the_admin_lists_openai_runs_and_usage_counts_them(key, pool, api_key):
-    run = completion_submit(key=key, request=parse_completion_request(BODY))
+    run = completion_submit(key=key, request=parse_completion_request(BODY)).run
     GenerationRun.objects.filter(pk=run.pk).update(status="completed", prompt_tokens=30, completion_tokens=12)
     staff = UserFactory(is_staff=True, is_superuser=True)
     admin = Client()

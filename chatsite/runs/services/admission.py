@@ -28,6 +28,10 @@ from chatsite.runs.validation import clean_sampling, clean_text
 HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
 ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
 SEND, REGENERATE, CONTINUE = "send", "regenerate", "continue"
+# What a continued reply keeps of the first run's sampling. Not response_format: a
+# grammar restarted after the reply's first part would start a second JSON value.
+CONTINUED_SAMPLING = ("temperature", "top_p", "stop", "ignore_eos", "top_k", "min_p", "frequency_penalty",
+                      "presence_penalty", "repetition_penalty")
 
 
 @dataclass(frozen=True)
@@ -50,18 +54,22 @@ class Order:
     source: str
     idempotency_key: str
     room: int
+    raw_prompt: bool = False
 
 
-def run_submit(*, chat: Chat, content, edit_of: Message | None = None, max_tokens=None, temperature=None,
-               top_p=None, stop=None, seed=None, ignore_eos=None, tier: str = "interactive",
+def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str = "interactive",
                source: str = GenerationRun.Source.API, idempotency_key: str = "",
-               model: str | None = None) -> GenerationRun:
+               model: str | None = None, raw_prompt: bool = False, **sampling) -> GenerationRun:
     """Save the user's message (after the chat's chosen path, or as a new version of
     `edit_of`, a user message of the chat), an empty assistant message and a queued
     run, then (after commit) hand the run to its queue. A repeated `idempotency_key`
     returns the run it created the first time, also when the repeats race each other.
-    `model` answers this one message with another pool than the chat's own; unset
-    sampling comes from the chat's settings, then the pool's defaults.
+    `model` answers this one message with another pool than the chat's own.
+    `sampling` is clean_sampling's keyword arguments (max_tokens, temperature, top_p,
+    stop, seed, ignore_eos, top_k, min_p, the penalties, response_format); unset ones
+    come from the chat's settings, then the pool's defaults. `raw_prompt`: the
+    model gets `content` as it is, with no chat template and none of the chat's
+    earlier messages (a text completion).
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
     model's context), ModelUnavailable (503) when no worker of the pool is live and it
@@ -75,12 +83,11 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, max_token
     if edit_of is not None and (edit_of.chat_id != chat.pk or edit_of.role != Message.Role.USER):
         raise InvalidInput("only a message you sent can be edited", field="message")
     pool = _pool(chat, model)
-    sampling = _sampling(chat, pool, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop,
-                         seed=seed, ignore_eos=ignore_eos)
+    sampling = _sampling(chat, pool, **sampling)
     tokens = count_tokens(pool.model, content)
     turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
-    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room))
+    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room, raw_prompt))
 
 
 def run_regenerate(*, chat: Chat, message: Message, max_tokens=None, temperature=None, top_p=None, seed=None,
@@ -118,8 +125,7 @@ def run_continue(*, chat: Chat, message: Message, max_tokens=None, tier: str = "
         return existing
     pool = pool_for_tenant(chat.tenant, first.pool.name, loaded=first.pool)
     kept = first.sampling or {}
-    sampling = clean_sampling(pool, max_tokens=max_tokens, temperature=kept.get("temperature"),
-                              top_p=kept.get("top_p"), stop=kept.get("stop"), ignore_eos=kept.get("ignore_eos"))
+    sampling = clean_sampling(pool, max_tokens=max_tokens, **{name: kept.get(name) for name in CONTINUED_SAMPLING})
     asked = Message.objects.get(pk=message.parent_id)
     tokens = asked.token_count + message.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     room = _room(chat, pool, sampling, tokens, what=f"the question and the reply so far are {tokens} tokens")
@@ -153,7 +159,7 @@ def _pool(chat: Chat, model):
                            loaded=chat.pool if model is None else None)
 
 
-def _sampling(chat: Chat, pool, *, max_tokens, temperature, **rest):
+def _sampling(chat: Chat, pool, *, max_tokens=None, temperature=None, **rest):
     """The client's values, else the chat's settings, else the pool's defaults."""
     if max_tokens is None and chat.max_tokens is not None:
         max_tokens = min(chat.max_tokens, pool.max_output_tokens)
@@ -256,9 +262,8 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     run = GenerationRun.objects.create(
         tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply, pool=pool,
         tier=order.tier, source=order.source, seed=sampling.seed, max_tokens=sampling.max_tokens,
-        sampling={"temperature": sampling.temperature, "top_p": sampling.top_p, "stop": list(sampling.stop),
-                  "ignore_eos": sampling.ignore_eos},
-        prompt_snapshot=snapshot, idempotency_key=order.idempotency_key,
+        sampling=sampling.as_run_sampling(),
+        prompt_snapshot=snapshot, raw_prompt=order.raw_prompt, idempotency_key=order.idempotency_key,
         reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
     )
     run.user_message, run.assistant_message = asked, reply

@@ -1,0 +1,85 @@
+"""Every chat-completions parameter is honoured or refused by name: the honoured ones
+reach the saved run's sampling (what the worker builds the engine request from)."""
+import json
+
+import pytest
+
+from chatsite.errors import InvalidInput
+from chatsite.openai_api.request import parse_completion_request
+from chatsite.openai_api.services import completion_submit
+from chatsite.runs.models import GenerationRun
+from chatsite.tenancy.models import ApiKey
+from tests.api.helpers import assert_openai_error, key_client, row_counts
+from tests.factories import queueing_pool
+
+pytestmark = pytest.mark.django_db
+
+ASK = {"model": "flagship", "messages": [{"role": "user", "content": "Hi"}]}
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+@pytest.fixture
+def key(api_key):
+    return ApiKey.objects.get(name="test")
+
+
+def _submit(key, **fields) -> GenerationRun:
+    return completion_submit(key=key, request=parse_completion_request({**ASK, **fields})).run
+
+
+def test_sampling_knobs_are_saved_on_the_run(key, pool):
+    run = _submit(key, top_k=40, min_p=0.05, frequency_penalty=0.5, presence_penalty=-0.25,
+                  repetition_penalty=1.1, user="user-1234")
+    saved = GenerationRun.objects.get(pk=run.pk).sampling
+    assert {k: saved[k] for k in ("top_k", "min_p", "frequency_penalty", "presence_penalty",
+                                  "repetition_penalty")} == {
+        "top_k": 40, "min_p": 0.05, "frequency_penalty": 0.5, "presence_penalty": -0.25, "repetition_penalty": 1.1}
+    assert saved["response_format"] is None
+
+
+def test_unset_knobs_are_the_engine_defaults(key, pool):
+    saved = GenerationRun.objects.get(pk=_submit(key, top_k=-1).pk).sampling
+    assert (saved["top_k"], saved["min_p"], saved["frequency_penalty"], saved["presence_penalty"],
+            saved["repetition_penalty"]) == (0, 0.0, 0.0, 0.0, 1.0)
+
+
+def test_response_formats_are_saved_in_the_platforms_shape(key, pool):
+    fmt = {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA, "strict": True}}
+    run = _submit(key, response_format=fmt)
+    assert GenerationRun.objects.get(pk=run.pk).sampling["response_format"] == {
+        "type": "json_schema", "name": "place", "schema": SCHEMA}
+    GenerationRun.objects.filter(pk=run.pk).update(status="completed")
+    run = _submit(key, response_format={"type": "json_object"})
+    assert GenerationRun.objects.get(pk=run.pk).sampling["response_format"] == {"type": "json_object"}
+    GenerationRun.objects.filter(pk=run.pk).update(status="completed")
+    run = _submit(key, response_format={"type": "text"})
+    assert GenerationRun.objects.get(pk=run.pk).sampling["response_format"] is None
+
+
+def test_tools_are_refused_naming_the_pools_chat_template(api_key, db, settings):
+    smollm2 = settings.CHATSITE["DEMO_MODELS_DIR"] / "smollm2-135m-instruct"
+    assert "tools" not in json.loads((smollm2 / "tokenizer_config.json").read_text())["chat_template"]
+    queueing_pool("flagship", model=str(smollm2))
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
+    resp = key_client(api_key).post("/v1/chat/completions", {**ASK, "tools": [tool]}, content_type="application/json")
+    err = assert_openai_error(resp, 400, param="tools")
+    assert "chat template of model 'flagship' has no tools" in err["message"]
+    assert row_counts() == (0, 0, 0)
+
+
+def test_tools_on_a_template_that_has_them_are_refused_as_not_implemented(api_key, db, tmp_path):
+    template = "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    queueing_pool("flagship", model=str(tmp_path))
+    resp = key_client(api_key).post("/v1/chat/completions", {**ASK, "tool_choice": "required"},
+                                    content_type="application/json")
+    err = assert_openai_error(resp, 400, param="tool_choice")
+    assert "tool calling is not supported by this server" in err["message"]
+
+
+def test_a_too_large_schema_is_refused(key, pool):
+    fmt = {"type": "json_schema", "json_schema": {"name": "big", "schema": {"description": "x" * 40_000}}}
+    with pytest.raises(InvalidInput) as info:
+        _submit(key, response_format=fmt)
+    assert info.value.field == "response_format.json_schema.schema"
+    assert GenerationRun.objects.count() == 0
