@@ -80,7 +80,8 @@ def main() -> None:
 
     stack = Stack(db_name="bench_probe")
     key = stack.seed()
-    # a live heartbeat for the pool, as when a worker runs (admission checks the pool is up)
+    with stack.sql() as conn:  # no worker runs here: the pool queues while none is up
+        conn.execute("update pools_modelpool set queue_when_cold = true where name = %s", (common.POOL,))
     proc = subprocess.run([common.PY, "-m", "bench.profile_post", "--posts", str(a.posts), "--inner-key", key],
                           cwd=common.ROOT, env={**stack.env, "CHATSITE_ENGINE": "fake"})
     sys.exit(proc.returncode)
