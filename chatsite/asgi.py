@@ -1,5 +1,6 @@
 """ASGI entry point for daphne: Django views, plus the run events' SSE app, behind the
 body limit (chatsite/body_limit.py)."""
+import gc
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
@@ -26,3 +27,10 @@ application = BodyLimit(ProtocolTypeRouter({
         re_path(r"", django_asgi_app),
     ]),
 }))
+
+# Everything loaded so far (Django, the apps, DRF, the URLconf: hundreds of thousands of
+# objects) lives as long as the process. Frozen, the collector's full passes skip it, and
+# young collections run every 50,000 allocations instead of 700: the passes stalled
+# every open stream at once (bench.floor, daphne, 400 clients: p99 174 -> 68 ms).
+gc.freeze()
+gc.set_threshold(50_000, 20, 20)

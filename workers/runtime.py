@@ -3,6 +3,7 @@
 Configured from the pool's row in Postgres. CHATSITE_ENGINE=fake swaps in the
 deterministic fake engine for platform tests; the default is always vLLM.
 """
+import gc
 import logging
 import time
 
@@ -65,6 +66,11 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
              worker_name, pool_name, pool.model)
     host.start()
     log.info("[%s] pool %s: engine ready in %.1f s; taking work", worker_name, pool_name, time.monotonic() - started)
+    # What is loaded now (Django, Celery, vLLM's front end, the tokenizer) lives as long as
+    # the process: frozen, the collector's full passes skip it, and a pass no longer
+    # stalls the engine's output loop for every run at once.
+    gc.collect()
+    gc.freeze()
     _current = rt
     return rt
 
