@@ -27,7 +27,7 @@ class Row:
     text_mismatches: int = 0  # runs whose client text != saved message != stream text
     terminal_ok: int = 0  # runs with exactly one terminal entry, and it last
     late_writes: int = 0  # token entries of an attempt appended after a later attempt's first
-    superseded_tokens: int | None = None  # a superseded engine's tokens never written (None: no takeover)
+    superseded_tokens: int | str | None = None  # its engine's tokens after the takeover, or "<=N" (None: no takeover)
     stall_seconds: float = 0.0  # the longest gap between two SSE frames the client got
     note: str = ""
 
@@ -61,7 +61,7 @@ def written_positions(entries, attempt: int) -> int:
 
 
 HEADER = ("fault", "runs", "lost", "duplicates", "text != saved", "terminal 1 and last", "late writes",
-          "superseded engine tokens not written", "longest client stall (s)", "note")
+          "superseded engine's tokens after takeover", "longest client stall (s)", "note")
 
 
 def table(rows: list[Row]) -> str:
@@ -81,7 +81,8 @@ def write(rows: list[Row]) -> None:
         "# Fault matrix across hosts\n\n"
         "Written by `.venv/bin/python -m pytest tests/faults/hosts -q -s` (tests/faults/hosts/): each host a\n"
         "network namespace; fake engine at 10 ms a token; lease 4 s; sweep every second.\n"
-        "`superseded engine tokens not written`: what the superseded attempt's engine generated beyond what it\n"
-        "wrote (its heartbeat's counter after it came back, minus its attempt's token positions in the stream):\n"
-        "an upper bound on what it generated after the takeover, since it wrote nothing after it.\n\n"
+        "`superseded engine's tokens after takeover`: the superseded worker's engine counter (its heartbeat,\n"
+        "once it is back) at the end minus the counter it logged when it stopped the attempt, when it stopped\n"
+        "before the takeover (attempt 2's claim); otherwise `<=N`, N what its engine generated and never wrote\n"
+        "(it wrote nothing after the takeover, so that bounds it).\n\n"
         + table(rows) + "\n")
