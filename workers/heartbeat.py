@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 INTERVAL_SECONDS = settings.CHATSITE["HEARTBEAT_SECONDS"]
 TTL_SECONDS = 10
 LEASE_WATCH_SECONDS = 0.25
+# A run is stopped this long before its lease can lapse in Redis, so that it is stopped
+# before another attempt can take it over, even if the watch wakes up late.
+LEASE_MARGIN_SECONDS = 2 * LEASE_WATCH_SECONDS
 
 
 class Heartbeat:
@@ -109,17 +112,18 @@ class Heartbeat:
             log.warning("heartbeat failed: %s", exc)
 
     def stop_lapsed(self, now: float | None = None) -> set[int]:
-        """Stop the runs whose lease has lapsed: no extension went through for a whole
-        lease, so Redis has let it go too (the TTL started no earlier than the
-        extension was sent). Stopping one a little early only hands it over sooner."""
+        """Stop the runs whose lease is about to lapse: no extension went through for a
+        whole lease less LEASE_MARGIN_SECONDS, so Redis lets it go within that margin
+        (its TTL started no earlier than the extension was sent). Stopping one a little
+        early only hands it over sooner; stopping it late would let two engines run it."""
         now = time.monotonic() if now is None else now
-        limit = lease.lease_ms() / 1000
+        limit = lease.lease_ms() / 1000 - LEASE_MARGIN_SECONDS
         with self.leases_lock:
             lapsed = {run_id for run_id, at in self._extended_at.items() if now - at > limit}
             for run_id in lapsed:
                 del self._extended_at[run_id]  # stopped once
         if lapsed:
-            log.error("lease of run(s) %s lapsed (no extension reached Redis for %.1f s); stopping them here",
+            log.error("lease of run(s) %s lapsing (no extension reached Redis for %.1f s); stopping them here",
                       sorted(lapsed), limit)
             self.rt.writer.supersede(lapsed)
         return lapsed

@@ -10,7 +10,7 @@ from chatsite.redis_client import get_redis
 from chatsite.runs.stream import lease
 from inference.types import StepDelta
 from workers import stream_writer
-from workers.heartbeat import Heartbeat
+from workers.heartbeat import LEASE_MARGIN_SECONDS, Heartbeat
 from workers.stream_writer import ActiveRun, StreamWriter
 
 RUN = 990202
@@ -39,11 +39,12 @@ def generating(rig) -> ActiveRun:
     return run
 
 
-def test_a_lease_with_no_extension_for_a_whole_lease_stops_its_run_once(rig):
+def test_a_lease_with_no_extension_for_a_whole_lease_stops_its_run_once_before_it_lapses(rig):
     run = generating(rig)
     claimed = time.monotonic()
     rig.heartbeat.hold(RUN, run.lease_token, since=claimed)
-    limit = lease.lease_ms() / 1000
+    limit = lease.lease_ms() / 1000 - LEASE_MARGIN_SECONDS  # before Redis can let the lease go
+    assert limit > 1.0  # heartbeats (about once a second) have time to extend it first
     assert rig.heartbeat.stop_lapsed(now=claimed + limit - 0.1) == set()
     assert not run.done.is_set() and rig.aborted == []
     assert rig.heartbeat.stop_lapsed(now=claimed + limit + 0.1) == {RUN}
@@ -57,7 +58,7 @@ def test_a_lease_with_no_extension_for_a_whole_lease_stops_its_run_once(rig):
 
 def test_an_extension_that_reached_redis_moves_the_deadline(rig):
     run = generating(rig)
-    limit = lease.lease_ms() / 1000
+    limit = lease.lease_ms() / 1000 - LEASE_MARGIN_SECONDS
     claimed = time.monotonic() - 0.9 * limit  # claimed a while ago, never extended so far
     rig.heartbeat.hold(RUN, run.lease_token, since=claimed)
     rig.heartbeat.beat()  # extends the lease in Redis

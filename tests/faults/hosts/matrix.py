@@ -28,10 +28,11 @@ class Row:
     terminal_ok: int = 0  # runs with exactly one terminal entry, and it last
     late_writes: int = 0  # token entries of an attempt appended after a later attempt's first
     superseded_tokens: int | str | None = None  # its engine's tokens after the takeover, or "<=N" (None: no takeover)
-    stall_seconds: float = 0.0  # the longest gap between two SSE frames the client got
+    stall_seconds: float = 0.0  # the longest gap between two SSE frames the victim's client got
     note: str = ""
 
-    def add_run(self, redis_client, run_id: int, followed: Followed, *, requested: int) -> GenerationRun:
+    def add_run(self, redis_client, run_id: int, followed: Followed, *, requested: int,
+                counts_stall: bool = True) -> GenerationRun:
         """Measure one finished run into this row (no assertion: the test asserts the row)."""
         saved = wait_terminal(run_id)
         entries = stream_entries(redis_client, run_id)
@@ -51,7 +52,8 @@ class Row:
         self.duplicates += sum(n - 1 for n in got.values())
         saved_text = saved.assistant_message.content
         self.text_mismatches += int(not (followed.text.encode() == saved_text.encode() == rebuild(entries).text.encode()))
-        self.stall_seconds = max(self.stall_seconds, followed.longest_stall())
+        if counts_stall:
+            self.stall_seconds = max(self.stall_seconds, followed.longest_stall())
         return saved
 
 

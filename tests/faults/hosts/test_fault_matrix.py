@@ -1,114 +1,60 @@
 """The fault matrix across hosts (issue 13, item 9): one host cut off while the others run.
 
-Each test is one row: it measures the run it hit into a `matrix.Row` (printed and
+Each test is one row: it measures the runs it hit into a `matrix.Row` (printed and
 written to bench/out/fault_matrix.md at the module's end), then asserts it: nothing
 lost, nothing twice, one terminal entry and last, no write by a superseded attempt
-after the takeover. Runs are 200-300 tokens at 10 ms a token; the lease is 4 s."""
-import re
+after the takeover. Each row has a victim run and a bystander run on a host that is
+not cut off (in another chat, pinned to the other worker or read through the other
+web), which must go on as if nothing happened. Fake engine at 10 ms a token; lease 4 s."""
 import signal
+import socket
 import time
-from datetime import datetime
 
-import httpx
 import pytest
 
+from chatsite import redis_keys
 from chatsite.chats.models import Message
 from chatsite.runs.models import GenerationRun
-from tests.faults.client import follow_in_thread
+from tests.factories import ChatFactory
 from tests.faults.helpers import stream_entries
 from tests.faults.hosts.conftest import WORKERS
 from tests.faults.hosts.matrix import Row, written_positions
+from tests.faults.hosts.probes import (READ_TIMEOUT, beating_since, finish, generated_tokens, holder_of, start,
+                                       streamed, superseded_stop, takeover_not_before, task_outcomes, wait_until)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CUT_SECONDS = 10  # past the 4 s lease, the sweep's second and a takeover's start
-READ_TIMEOUT = 4  # the client trusts a silent connection this long (keep-alives come every 2 s)
+BYSTANDER_TOKENS = 300
 
 
-def post(base, auth, chat_id, **body) -> dict:
-    resp = httpx.post(f"{base}/api/chats/{chat_id}/messages/", headers=auth,
-                      json={"content": "Tell me about loops.", **body}, timeout=30)
-    assert resp.status_code == 202, resp.text
-    return resp.json()["run"]
+def other_worker(name: str) -> str:
+    return next(w for w in WORKERS if w != name)
 
 
-def wait_until(predicate, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        time.sleep(0.02)
-    raise TimeoutError(f"no {what} after {timeout} s")
+def bystander(hosts_stack, hosts_redis, chat, auth, *, worker: str, web: int = 0):
+    """A run in another chat of the same user, pinned to `worker` (the chat's affinity)."""
+    side_chat = ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool)
+    hosts_redis.set(redis_keys.chat_affinity(side_chat.pk), f"{worker}@{socket.gethostname()}", ex=600)
+    return start(hosts_stack, auth, side_chat, web=web, tokens=BYSTANDER_TOKENS)
 
 
-def holder_of(run_id) -> str:
-    def running():
-        run = GenerationRun.objects.get(pk=run_id)
-        return run.worker.split("@")[0] if run.worker and run.status == "running" else None
-    return wait_until(running, 20, f"worker holding run {run_id}")
+def add_bystander(row: Row, hosts_redis, side, *, worker: str | None) -> str:
+    """Measure the bystander into the row (its stall goes in the note, not the column)."""
+    run, thread, box = side
+    followed = finish(thread, box)
+    saved = row.add_run(hosts_redis, run["id"], followed, requested=BYSTANDER_TOKENS, counts_stall=False)
+    assert saved.status == "completed" and saved.attempt == 1
+    if worker is not None:
+        assert saved.worker.split("@")[0] == worker
+    return f"bystander on {saved.worker.split('@')[0]}: stall {followed.longest_stall():.2f} s"
 
 
-def streamed(client, run_id) -> int:
-    """How many tokens the run's stream holds so far."""
-    last = [e for e in stream_entries(client, run_id) if e.seq or e.n]
-    return max((e.seq + e.n for e in last), default=0)
-
-
-def heartbeat(client, worker: str) -> dict:
-    for name in client.zrange("workers", 0, -1):
-        if name.split("@")[0] == worker:
-            return client.hgetall(f"worker:{name}")
-    return {}
-
-
-def generated_tokens(client, worker: str) -> int:
-    return int(heartbeat(client, worker).get("generated_tokens") or 0)
-
-
-def beating_since(client, worker: str, since: float, timeout: float = 40) -> None:
-    wait_until(lambda: float(heartbeat(client, worker).get("ts") or 0) > since, timeout, f"heartbeat of {worker}")
-
-
-def start(hosts_stack, auth, chat, *, web: int = 0, tokens: int):
-    base = hosts_stack["webs"][web]
-    run = post(base, auth, chat.pk, max_tokens=tokens, ignore_eos=True)
-    thread, box = follow_in_thread(run["events_url"], auth, base_urls=hosts_stack["webs"][web:] +
-                                   hosts_stack["webs"][:web], watchdog=60, read_timeout=READ_TIMEOUT)
-    return run, thread, box
-
-
-def finish(thread, box):
-    thread.join(90)
-    assert "error" not in box, box.get("error")
-    return box["result"]
-
-
-def assert_row(row: Row, *, runs: int = 1) -> None:
+def assert_row(row: Row, *, runs: int = 2) -> None:
     assert row.runs == runs
     assert row.lost == 0 and row.duplicates == 0 and row.text_mismatches == 0
     assert row.terminal_ok == runs
     assert row.late_writes == 0
-
-
-def _log_time(stamp: str) -> float:
-    return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-
-
-def superseded_stop(proc, run_id: int) -> tuple[float, int] | None:
-    """When (epoch seconds) the worker stopped attempt 1 of the run, and its engine's
-    token counter then, from its log line."""
-    m = re.search(rf"^(\S+ \S+) WARNING workers.generation: run {run_id} attempt 1 superseded after \d+ tokens; "
-                  r"nothing more written \(engine total (\d+) tokens\)", proc.log_text(), re.M)
-    return None if m is None else (_log_time(m.group(1)), int(m.group(2)))
-
-
-def takeover_not_before(workers, run_id: int) -> float:
-    """A time the takeover cannot precede: the sweep's first "no live attempt" for the
-    run (it saw the lease gone; attempt 2 was dispatched after it, then claimed)."""
-    stamps = [_log_time(m) for proc in workers.values() for m in re.findall(
-        rf"^(\S+ \S+) WARNING chatsite.runs.services.sweep: run {run_id} \(running\) has no live attempt",
-        proc.log_text(), re.M)]
-    return min(stamps)
 
 
 def takeover_row(fault: str, hosts_stack, hosts_redis, chat, auth, fault_matrix, *, tokens: int, cut, heal) -> Row:
@@ -122,6 +68,7 @@ def takeover_row(fault: str, hosts_stack, hosts_redis, chat, auth, fault_matrix,
     wait_until(lambda: streamed(hosts_redis, run["id"]) >= 20, 20, "20 tokens")
     cut(holder)
     cut_at = time.monotonic()
+    side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
     wait_until(lambda: GenerationRun.objects.get(pk=run["id"]).attempt >= 2, CUT_SECONDS + 10, "takeover")
     taken_over_after = time.monotonic() - cut_at
     time.sleep(max(0.0, CUT_SECONDS - taken_over_after))
@@ -137,9 +84,10 @@ def takeover_row(fault: str, hosts_stack, hosts_redis, chat, auth, fault_matrix,
     takeover_at = takeover_not_before(hosts_stack["workers"], run["id"])
     stop = wait_until(lambda: superseded_stop(hosts_stack["workers"][holder], run["id"]), 20, "attempt 1's stop")
     stopped_before = stop[0] <= takeover_at
-    row.superseded_tokens = final - stop[1] if stopped_before else f"<={unwritten}"
+    row.superseded_tokens = final - stop[1] if stopped_before else (f"<={unwritten}" if unwritten else 0)
     row.note = (f"{tokens} tokens; attempt 1 wrote {written}, its engine made {unwritten} more; it stopped "
-                f"{stop[0] - takeover_at:+.1f} s from the sweep's takeover ({taken_over_after:.1f} s after the cut)")
+                f"{stop[0] - takeover_at:+.1f} s from the sweep's takeover ({taken_over_after:.1f} s after the cut); "
+                + add_bystander(row, hosts_redis, side, worker=other_worker(holder)))
     fault_matrix.append(row)
     print(f"\n{row}")
     assert_row(row)
@@ -156,7 +104,7 @@ def test_a_worker_host_partitioned_from_redis_and_postgres_past_its_lease(hosts_
                        fault_matrix, tokens=1000, cut=lambda w: topo.cut(WORKERS[w]),
                        heal=lambda w: topo.heal(WORKERS[w]))
     # Cut off from Redis, it cannot be told of the takeover: it stops its engine by its own clock
-    # once its lease has lapsed, which is before another attempt can take the run.
+    # just before its lease lapses, so before another attempt can take the run.
     assert isinstance(row.superseded_tokens, int) and row.superseded_tokens < 40
 
 
@@ -173,6 +121,8 @@ def test_c_web_host_partitioned_mid_stream_client_resumes_on_the_other_web(hosts
     topo = hosts_stack["topology"]
     run, thread, box = start(hosts_stack, auth, chat, web=0, tokens=200)
     wait_until(lambda: streamed(hosts_redis, run["id"]) >= 40, 20, "40 tokens")
+    side = bystander(hosts_stack, hosts_redis, chat, auth, worker=holder_of(run["id"]), web=1)
+    wait_until(lambda: streamed(hosts_redis, side[0]["id"]) >= 1, 20, "the bystander's first token")
     topo.cut("web0")
     try:
         followed = finish(thread, box)
@@ -180,17 +130,13 @@ def test_c_web_host_partitioned_mid_stream_client_resumes_on_the_other_web(hosts
         topo.heal("web0")
     row = Row("c. web host partitioned mid-stream")
     saved = row.add_run(hosts_redis, run["id"], followed, requested=200)
-    row.note = f"{followed.reconnects} reconnect(s) with Last-Event-ID to web1; read timeout {READ_TIMEOUT} s"
+    row.note = (f"{followed.reconnects} reconnect(s) with Last-Event-ID to web1; read timeout {READ_TIMEOUT} s; "
+                + add_bystander(row, hosts_redis, side, worker=None).replace("bystander", "bystander read via web1"))
     fault_matrix.append(row)
     print(f"\n{row}")
     assert_row(row)
     assert saved.status == "completed" and saved.completion_tokens == 200 and saved.attempt == 1
     assert followed.reconnects >= 1
-
-
-def task_outcomes(proc) -> list[str]:
-    """What each generate_run task of a worker returned, from its log."""
-    return re.findall(r"generate_run\[[^\]]+\] succeeded in [\d.]+s: '(\w+)'", proc.log_text())
 
 
 def test_d_postgres_partitioned_from_a_worker_while_it_finalizes(hosts_stack, hosts_redis, chat, auth, fault_matrix):
@@ -203,10 +149,12 @@ def test_d_postgres_partitioned_from_a_worker_while_it_finalizes(hosts_stack, ho
     wait_until(lambda: streamed(hosts_redis, run["id"]) >= 150, 20, "150 tokens")
     topo.blackhole(WORKERS[holder], pg_addr)
     cut_at = time.monotonic()
+    side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
     try:
         followed = finish(thread, box)  # the stream ends: Redis is still reachable
         saved_after = wait_until(lambda: GenerationRun.objects.get(pk=run["id"]).is_terminal and
                                  time.monotonic() - cut_at, 30, "the run saved")
+        finished_at = GenerationRun.objects.get(pk=run["id"]).finished_at
         time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))
         assert len(task_outcomes(proc)) == done_before, "the worker's task ended while Postgres was cut off"
     finally:
@@ -218,11 +166,11 @@ def test_d_postgres_partitioned_from_a_worker_while_it_finalizes(hosts_stack, ho
     wait_until(lambda: len(task_outcomes(proc)) > done_before, 40, "the worker's task to end after the heal")
     back_after = time.monotonic() - healed_at
     row.note = (f"saved by the sweep {saved_after:.1f} s after the cut; the worker's own finalize returned "
-                f"{back_after:.1f} s after the heal")
+                f"{back_after:.1f} s after the heal; " + add_bystander(row, hosts_redis, side, worker=other_worker(holder)))
     fault_matrix.append(row)
     print(f"\n{row}")
     assert_row(row)
     assert saved.status == "completed" and saved.completion_tokens == 200 and saved.attempt == 1
     assert task_outcomes(proc)[done_before] == "finished"
     assert Message.objects.filter(chat_id=chat.pk).count() == 2  # the question and one reply
-    assert GenerationRun.objects.get(pk=run["id"]).assistant_message.content == saved.assistant_message.content
+    assert GenerationRun.objects.get(pk=run["id"]).finished_at == finished_at  # its finalize changed nothing
