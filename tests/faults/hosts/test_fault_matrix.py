@@ -25,6 +25,7 @@ from tests.faults.hosts.probes import (READ_TIMEOUT, beating_since, finish, gene
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CUT_SECONDS = 10  # past the 4 s lease, the sweep's second and a takeover's start
+PG_CUT_SECONDS = 20  # past the 10 s a silent Postgres connection is trusted (DATABASE_TCP_USER_TIMEOUT_MS)
 BYSTANDER_TOKENS = 300
 
 
@@ -155,12 +156,12 @@ def test_d_postgres_partitioned_from_a_worker_while_it_finalizes(hosts_stack, ho
         saved_after = wait_until(lambda: GenerationRun.objects.get(pk=run["id"]).is_terminal and
                                  time.monotonic() - cut_at, 30, "the run saved")
         finished_at = GenerationRun.objects.get(pk=run["id"]).finished_at
-        time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))
+        time.sleep(max(0.0, PG_CUT_SECONDS - (time.monotonic() - cut_at)))
         assert len(task_outcomes(proc)) == done_before, "the worker's task ended while Postgres was cut off"
     finally:
         topo.unblackhole(WORKERS[holder], pg_addr)
     healed_at = time.monotonic()
-    row = Row(f"d. Postgres partitioned from the finalizing worker {CUT_SECONDS} s")
+    row = Row(f"d. Postgres partitioned from the finalizing worker {PG_CUT_SECONDS} s")
     saved = row.add_run(hosts_redis, run["id"], followed, requested=200)
     # After the heal the worker's own finalize goes through (a no-op by then): the run is saved once.
     wait_until(lambda: len(task_outcomes(proc)) > done_before, 40, "the worker's task to end after the heal")
