@@ -69,7 +69,7 @@ class PrivatePostgres:
                  trust_cidr: str | None = None):
         if PG_BIN is None:
             raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql")
-        self.port = port or common.free_port()
+        self.host, self.port = host, port or common.free_port()
         self.dir = tempfile.mkdtemp(prefix="bench-pg-")
         os.chmod(self.dir, 0o777)
         self.data = os.path.join(self.dir, "data")

@@ -4,7 +4,7 @@ Each host is a network namespace made by the tests (see netns.py); all of them h
 off one bridge in the root namespace, where this pytest process is the client:
 
     root (pytest, 10.231.N.1) ---bridge--- svc   .2 Redis (AOF, fsync always), beat
-                                       |         .3 Postgres (initdb'd for the session)
+                                       |         .3 Postgres (initdb'd for the module)
                                        +-- web0 .10, web1 .11   one daphne each, port 8000
                                        +-- wk0  .20, wk1  .21   one fake-engine worker each
 
@@ -13,7 +13,14 @@ Postgres has an address of its own so that a worker can lose Postgres alone
 at that Postgres for the module (a copy of the session's test database), so what the
 tests read and write is what the hosts see. Without `ip netns` (not root, no
 kernel support) every test here is skipped with the reason.
+
+Nothing leaves the machine: the namespaces have no route but their /24. Every name
+carries this process's pid; the module's end (or the next session, if this one
+died) deletes the namespaces, the veths and the bridge, after killing whatever of
+ours still runs inside them.
 """
+import os
+import signal
 import subprocess
 
 import pytest
@@ -40,7 +47,10 @@ def topology():
         pytest.skip(f"network namespaces are unavailable here: {exc}")
     yield topo
     for pid in topo.pids():  # anything of ours a failed test left running in a namespace
-        subprocess.run(["kill", "-9", str(pid)], capture_output=True)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     topo.destroy()
 
 
@@ -65,15 +75,16 @@ def hosts_db(django_db_setup, django_db_blocker, host_services):
     with django_db_blocker.unblock():
         db = connection.settings_dict
         source = ["-h", db["HOST"] or "127.0.0.1", "-p", str(db["PORT"] or 5432), "-U", db["USER"]]
-        target = ["-h", pg.url.split("@")[1].split(":")[0], "-p", str(pg.port), "-U", "postgres"]
+        target = ["-h", pg.host, "-p", str(pg.port), "-U", "postgres"]
         subprocess.run([str(PG_BIN / "createdb"), *target, db["NAME"]], check=True, capture_output=True, timeout=60)
         dump = subprocess.run([str(PG_BIN / "pg_dump"), *source, "--no-owner", "--no-privileges", db["NAME"]],
-                              check=True, capture_output=True, timeout=120)
+                              check=True, capture_output=True, timeout=120,
+                              env={**os.environ, "PGPASSWORD": db.get("PASSWORD") or ""})
         subprocess.run([str(PG_BIN / "psql"), *target, "-q", "-v", "ON_ERROR_STOP=1", "-d", db["NAME"]],
                        input=dump.stdout, check=True, capture_output=True, timeout=120)
         saved = {"HOST": db["HOST"], "PORT": db["PORT"], "USER": db["USER"]}
         connection.close()
-        db.update(HOST=target[1], PORT=str(pg.port), USER="postgres")
+        db.update(HOST=pg.host, PORT=str(pg.port), USER="postgres")
     yield dict(db)
     with django_db_blocker.unblock():
         connection.close()

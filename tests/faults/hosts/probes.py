@@ -6,6 +6,7 @@ from datetime import datetime
 
 import httpx
 
+from chatsite import redis_keys
 from chatsite.runs.models import GenerationRun
 from tests.faults.client import follow_in_thread
 from tests.faults.helpers import stream_entries
@@ -43,9 +44,9 @@ def streamed(client, run_id) -> int:
 
 
 def heartbeat(client, worker: str) -> dict:
-    for name in client.zrange("workers", 0, -1):
+    for name in client.zrange(redis_keys.workers_index(), 0, -1):
         if name.split("@")[0] == worker:
-            return client.hgetall(f"worker:{name}")
+            return client.hgetall(redis_keys.worker_heartbeat(name))
     return {}
 
 

@@ -78,12 +78,13 @@ def takeover_row(fault: str, hosts_stack, hosts_redis, chat, auth, fault_matrix,
     followed = finish(thread, box)
     row = Row(fault)
     saved = row.add_run(hosts_redis, run["id"], followed, requested=tokens)
-    beating_since(hosts_redis, holder, healed_at)  # its engine's counter, once it is back
+    stop = wait_until(lambda: superseded_stop(hosts_stack["workers"][holder], run["id"]), 20, "attempt 1's stop")
+    # Its engine's counter once it is back and a second past the stop (a step in flight then is in it).
+    beating_since(hosts_redis, holder, max(healed_at, stop[0] + 1.0))
     final = generated_tokens(hosts_redis, holder)
     written = written_positions(stream_entries(hosts_redis, run["id"]), 1)
     unwritten = final - before[holder] - written
     takeover_at = takeover_not_before(hosts_stack["workers"], run["id"])
-    stop = wait_until(lambda: superseded_stop(hosts_stack["workers"][holder], run["id"]), 20, "attempt 1's stop")
     stopped_before = stop[0] <= takeover_at
     row.superseded_tokens = final - stop[1] if stopped_before else (f"<={unwritten}" if unwritten else 0)
     row.note = (f"{tokens} tokens; attempt 1 wrote {written}, its engine made {unwritten} more; it stopped "
@@ -114,7 +115,9 @@ def test_b_worker_paused_past_its_lease_then_resumed(hosts_stack, hosts_redis, c
     row = takeover_row(f"b. worker paused (SIGSTOP) {CUT_SECONDS} s, resumed", hosts_stack, hosts_redis, chat, auth,
                        fault_matrix, tokens=300, cut=lambda w: workers[w].signal(signal.SIGSTOP),
                        heal=lambda w: workers[w].signal(signal.SIGCONT))
-    assert int(str(row.superseded_tokens).lstrip("<=")) < 40  # in flight at the pause: a few engine steps
+    # Paused, its engine made nothing; what it made and never wrote is what its writer had not
+    # written yet at the pause (a loaded machine: a few hundred ms) and a step on waking, not the rest.
+    assert int(str(row.superseded_tokens).lstrip("<=")) < 100
 
 
 def test_c_web_host_partitioned_mid_stream_client_resumes_on_the_other_web(hosts_stack, hosts_redis, chat, auth,
