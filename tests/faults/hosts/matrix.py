@@ -50,8 +50,8 @@ class Row:
                 got.update(range(ev.data["seq"], ev.data["seq"] + ev.data["n"]))
         self.lost += max(0, requested - len(got))
         self.duplicates += sum(n - 1 for n in got.values())
-        saved_text = saved.assistant_message.content
-        self.text_mismatches += int(not (followed.text.encode() == saved_text.encode() == rebuild(entries).text.encode()))
+        saved_text, stream_text = saved.assistant_message.content, rebuild(entries).text
+        self.text_mismatches += int(not (followed.text.encode() == saved_text.encode() == stream_text.encode()))
         if counts_stall:
             self.stall_seconds = max(self.stall_seconds, followed.longest_stall())
         return saved
@@ -59,7 +59,8 @@ class Row:
 
 def written_positions(entries, attempt: int) -> int:
     """How many distinct token positions `attempt` wrote to the stream."""
-    return len({p for e in entries if e.type == codec.TOKEN and e.attempt == attempt for p in range(e.seq, e.seq + e.n)})
+    return len({p for e in entries if e.type == codec.TOKEN and e.attempt == attempt
+                for p in range(e.seq, e.seq + e.n)})
 
 
 HEADER = ("fault", "runs", "lost", "duplicates", "text != saved", "terminal 1 and last", "late writes",

@@ -96,3 +96,8 @@ def takeover_not_before(workers, run_id: int) -> float:
 def task_outcomes(proc) -> list[str]:
     """What each generate_run task of a worker returned, from its log."""
     return re.findall(r"generate_run\[[^\]]+\] succeeded in [\d.]+s: '(\w+)'", proc.log_text())
+
+
+def failed_sweeps(proc) -> int:
+    """How many beat sweeps a worker ran and failed (the sweep runs on any worker)."""
+    return len(re.findall(r"sweep_runs\[[^\]]+\] raised unexpected", proc.log_text()))

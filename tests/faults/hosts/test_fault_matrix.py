@@ -19,8 +19,9 @@ from tests.factories import ChatFactory
 from tests.faults.helpers import stream_entries
 from tests.faults.hosts.conftest import WORKERS
 from tests.faults.hosts.matrix import Row, written_positions
-from tests.faults.hosts.probes import (READ_TIMEOUT, beating_since, finish, generated_tokens, holder_of, start,
-                                       streamed, superseded_stop, takeover_not_before, task_outcomes, wait_until)
+from tests.faults.hosts.probes import (READ_TIMEOUT, beating_since, failed_sweeps, finish, generated_tokens,
+                                       holder_of, start, streamed, superseded_stop, takeover_not_before,
+                                       task_outcomes, wait_until)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -154,23 +155,34 @@ def test_d_postgres_partitioned_from_a_worker_while_it_finalizes(hosts_stack, ho
     topo.blackhole(WORKERS[holder], pg_addr)
     cut_at = time.monotonic()
     side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
+    sweeps_failed_before = failed_sweeps(proc)
+
+    def saved_yet():
+        return GenerationRun.objects.get(pk=run["id"]).is_terminal and time.monotonic() - cut_at
+
+    saved_after = None
     try:
         followed = finish(thread, box)  # the stream ends: Redis is still reachable
-        saved_after = wait_until(lambda: GenerationRun.objects.get(pk=run["id"]).is_terminal and
-                                 time.monotonic() - cut_at, 30, "the run saved")
-        finished_at = GenerationRun.objects.get(pk=run["id"]).finished_at
-        time.sleep(max(0.0, PG_CUT_SECONDS - (time.monotonic() - cut_at)))
+        while time.monotonic() - cut_at < PG_CUT_SECONDS:
+            saved_after = saved_after or saved_yet()
+            time.sleep(0.05)
         assert len(task_outcomes(proc)) == done_before, "the worker's task ended while Postgres was cut off"
+        sweeps_failed = failed_sweeps(proc) - sweeps_failed_before
     finally:
         topo.unblackhole(WORKERS[holder], pg_addr)
     healed_at = time.monotonic()
+    saved_after = saved_after or wait_until(saved_yet, 30, "the run saved after the heal")
+    finished_at = GenerationRun.objects.get(pk=run["id"]).finished_at
     row = Row(f"d. Postgres partitioned from the finalizing worker {PG_CUT_SECONDS} s")
     saved = row.add_run(hosts_redis, run["id"], followed, requested=200)
-    # After the heal the worker's own finalize goes through (a no-op by then): the run is saved once.
+    # After the heal the worker's own finalize goes through (a no-op if the sweep saved it): saved once.
     wait_until(lambda: len(task_outcomes(proc)) > done_before, 40, "the worker's task to end after the heal")
     back_after = time.monotonic() - healed_at
-    row.note = (f"saved by the sweep {saved_after:.1f} s after the cut; the worker's own finalize returned "
-                f"{back_after:.1f} s after the heal; " + add_bystander(row, hosts_redis, side, worker=other_worker(holder)))
+    by = ("while its worker was cut off (the sweep, on the other worker)" if saved_after < PG_CUT_SECONDS
+          else "after the heal")
+    row.note = (f"saved {saved_after:.1f} s after the cut, {by}; {sweeps_failed} sweeps failed on the cut-off "
+                f"worker meanwhile; its own finalize returned {back_after:.1f} s after the heal; "
+                + add_bystander(row, hosts_redis, side, worker=other_worker(holder)))
     fault_matrix.append(row)
     print(f"\n{row}")
     assert_row(row)
