@@ -23,8 +23,17 @@ INTERVAL_SECONDS = settings.CHATSITE["HEARTBEAT_SECONDS"]
 TTL_SECONDS = 10
 LEASE_WATCH_SECONDS = 0.25
 # A run is stopped this long before its lease can lapse in Redis, so that it is stopped
-# before another attempt can take it over, even if the watch wakes up late.
-LEASE_MARGIN_SECONDS = 2 * LEASE_WATCH_SECONDS
+# before another attempt can take it over, even if the watch wakes up late (a loaded
+# machine). With the tests' 4 s lease that is after 3 s without an extension: three missed
+# beats, when routing counts the worker as gone anyway (health.STALE_SECONDS).
+LEASE_MARGIN_SECONDS = 1.0
+
+
+def stop_after_seconds() -> float:
+    """How long a run may go without a lease extension reaching Redis: the lease less
+    LEASE_MARGIN_SECONDS, and half a lease at least."""
+    seconds = lease.lease_ms() / 1000
+    return max(seconds - LEASE_MARGIN_SECONDS, seconds / 2)
 
 
 class Heartbeat:
@@ -112,12 +121,12 @@ class Heartbeat:
             log.warning("heartbeat failed: %s", exc)
 
     def stop_lapsed(self, now: float | None = None) -> set[int]:
-        """Stop the runs whose lease is about to lapse: no extension went through for a
-        whole lease less LEASE_MARGIN_SECONDS, so Redis lets it go within that margin
-        (its TTL started no earlier than the extension was sent). Stopping one a little
-        early only hands it over sooner; stopping it late would let two engines run it."""
+        """Stop the runs whose lease is about to lapse: no extension went through for
+        `stop_after_seconds()`, so Redis lets the lease go within LEASE_MARGIN_SECONDS (its
+        TTL started no earlier than the extension was sent). Stopping one a little early
+        only hands it over sooner; stopping it late would let two engines run it."""
         now = time.monotonic() if now is None else now
-        limit = lease.lease_ms() / 1000 - LEASE_MARGIN_SECONDS
+        limit = stop_after_seconds()
         with self.leases_lock:
             lapsed = {run_id for run_id, at in self._extended_at.items() if now - at > limit}
             for run_id in lapsed:

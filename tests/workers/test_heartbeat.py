@@ -10,7 +10,7 @@ from chatsite.redis_client import get_redis
 from chatsite.runs.stream import lease
 from inference.types import StepDelta
 from workers import stream_writer
-from workers.heartbeat import LEASE_MARGIN_SECONDS, Heartbeat
+from workers.heartbeat import Heartbeat, stop_after_seconds
 from workers.stream_writer import ActiveRun, StreamWriter
 
 RUN = 990202
@@ -43,8 +43,8 @@ def test_a_lease_with_no_extension_for_a_whole_lease_stops_its_run_once_before_i
     run = generating(rig)
     claimed = time.monotonic()
     rig.heartbeat.hold(RUN, run.lease_token, since=claimed)
-    limit = lease.lease_ms() / 1000 - LEASE_MARGIN_SECONDS  # before Redis can let the lease go
-    assert limit > 1.0  # heartbeats (about once a second) have time to extend it first
+    limit = stop_after_seconds()
+    assert 1.0 < limit < lease.lease_ms() / 1000  # before Redis can let it go; beats (1 s) can extend it first
     assert rig.heartbeat.stop_lapsed(now=claimed + limit - 0.1) == set()
     assert not run.done.is_set() and rig.aborted == []
     assert rig.heartbeat.stop_lapsed(now=claimed + limit + 0.1) == {RUN}
@@ -58,7 +58,7 @@ def test_a_lease_with_no_extension_for_a_whole_lease_stops_its_run_once_before_i
 
 def test_an_extension_that_reached_redis_moves_the_deadline(rig):
     run = generating(rig)
-    limit = lease.lease_ms() / 1000 - LEASE_MARGIN_SECONDS
+    limit = stop_after_seconds()
     claimed = time.monotonic() - 0.9 * limit  # claimed a while ago, never extended so far
     rig.heartbeat.hold(RUN, run.lease_token, since=claimed)
     rig.heartbeat.beat()  # extends the lease in Redis

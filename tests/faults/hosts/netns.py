@@ -12,6 +12,7 @@ Faults, each silent (packets are dropped, nobody is told, as with a pulled cable
 """
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass, field
 
@@ -32,12 +33,23 @@ def _alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
 
+def kill_inside(ns: str) -> None:
+    """Every process still in one of our namespaces (a namespace outlives its name while
+    any does: Postgres daemonizes, so it would outlive a pytest killed with SIGKILL)."""
+    for pid in ip("netns", "pids", ns, check=False).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def remove_stale() -> None:
-    """Namespaces and links a dead pytest process of ours left behind."""
+    """Namespaces, their processes and links a dead pytest process of ours left behind."""
     names = ip("netns", "list", check=False).stdout.split()
     for ns in names:
         m = _NAME.match(ns)
         if m and not _alive(int(m.group(1))):
+            kill_inside(ns)
             ip("netns", "delete", ns, check=False)
     for line in ip("-o", "link", "show", check=False).stdout.splitlines():
         dev = line.split(":")[1].strip().split("@")[0]
@@ -141,16 +153,11 @@ class Topology:
         ip("-n", self.hosts[role].ns, "neigh", "del", addr, "dev", "eth0", check=False)
 
     # --- cleanup ---------------------------------------------------------------
-    def pids(self) -> list[int]:
-        """Processes still inside our namespaces (all started by this session)."""
-        out = []
-        for host in self.hosts.values():
-            out += [int(p) for p in ip("netns", "pids", host.ns, check=False).stdout.split()]
-        return out
-
     def destroy(self) -> None:
-        """Deleting a namespace deletes the veth inside it, and so the pair."""
+        """Kills what still runs inside (all started by this session), then deletes each
+        namespace (and so the veth inside it, and so the pair) and the bridge."""
         for host in self.hosts.values():
+            kill_inside(host.ns)
             ip("netns", "delete", host.ns, check=False)
             ip("link", "delete", host.root_dev, check=False)
         ip("link", "delete", self.bridge, check=False)
