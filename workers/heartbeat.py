@@ -2,9 +2,9 @@
 
 Routing, the admin and the metrics read them; the same beat keeps this
 worker's run leases alive and notices a lease another attempt has taken. A second
-thread stops a run whose lease has lapsed by this worker's own clock, without
-asking Redis: a worker cut off from Redis stops its engine for runs that another
-worker has taken over by then, instead of generating them to the end for nobody."""
+thread stops a run whose lease is about to lapse by this worker's own clock, without
+asking Redis: a worker cut off from Redis stops its engine for a run before another
+worker can take it over, instead of generating it to the end for nobody."""
 import logging
 import threading
 import time
