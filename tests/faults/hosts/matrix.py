@@ -86,6 +86,7 @@ def write(rows: list[Row]) -> None:
         "network namespace; fake engine at 10 ms a token; lease 4 s; sweep every second.\n"
         "`superseded engine's tokens after takeover`: the superseded worker's engine counter (its heartbeat,\n"
         "once it is back) at the end minus the counter it logged when it stopped the attempt, when it stopped\n"
-        "before the takeover (attempt 2's claim); otherwise `<=N`, N what its engine generated and never wrote\n"
-        "(it wrote nothing after the takeover, so that bounds it).\n\n"
+        "before the takeover (before the sweep found its lease gone: attempt 2 is claimed after that);\n"
+        "otherwise `<=N`, N what its engine generated and never wrote (it wrote nothing after the takeover,\n"
+        "so that bounds it).\n\n"
         + table(rows) + "\n")
