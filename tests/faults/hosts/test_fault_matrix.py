@@ -70,12 +70,14 @@ def takeover_row(fault: str, hosts_stack, hosts_redis, chat, auth, fault_matrix,
     wait_until(lambda: streamed(hosts_redis, run["id"]) >= 20, 20, "20 tokens")
     cut(holder)
     cut_at = time.monotonic()
-    side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
-    wait_until(lambda: GenerationRun.objects.get(pk=run["id"]).attempt >= 2, CUT_SECONDS + 10, "takeover")
-    taken_over_after = time.monotonic() - cut_at
-    time.sleep(max(0.0, CUT_SECONDS - taken_over_after))
-    healed_at = time.time()
-    heal(holder)
+    try:
+        side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
+        wait_until(lambda: GenerationRun.objects.get(pk=run["id"]).attempt >= 2, CUT_SECONDS + 10, "takeover")
+        taken_over_after = time.monotonic() - cut_at
+        time.sleep(max(0.0, CUT_SECONDS - taken_over_after))
+    finally:  # the next rows need the host back, whatever happened here
+        healed_at = time.time()
+        heal(holder)
     followed = finish(thread, box)
     row = Row(fault)
     saved = row.add_run(hosts_redis, run["id"], followed, requested=tokens)
@@ -152,16 +154,14 @@ def test_d_postgres_partitioned_from_a_worker_while_it_finalizes(hosts_stack, ho
     proc = hosts_stack["workers"][holder]
     done_before = len(task_outcomes(proc))
     wait_until(lambda: streamed(hosts_redis, run["id"]) >= 150, 20, "150 tokens")
-    topo.blackhole(WORKERS[holder], pg_addr)
-    cut_at = time.monotonic()
-    side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
-    sweeps_failed_before = failed_sweeps(proc)
-
     def saved_yet():
         return GenerationRun.objects.get(pk=run["id"]).is_terminal and time.monotonic() - cut_at
 
-    saved_after = None
+    sweeps_failed_before, saved_after = failed_sweeps(proc), None
+    topo.blackhole(WORKERS[holder], pg_addr)
+    cut_at = time.monotonic()
     try:
+        side = bystander(hosts_stack, hosts_redis, chat, auth, worker=other_worker(holder))
         followed = finish(thread, box)  # the stream ends: Redis is still reachable
         while time.monotonic() - cut_at < PG_CUT_SECONDS:
             saved_after = saved_after or saved_yet()
