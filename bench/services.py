@@ -22,14 +22,24 @@ PG_BIN = Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))
     if os.path.isdir("/usr/lib/postgresql") else None
 
 
+def _in_netns(netns: str | None, cmd: list[str]) -> list[str]:
+    return cmd if netns is None else ["ip", "netns", "exec", netns, *cmd]
+
+
 class PrivateRedis:
-    def __init__(self, *, appendonly: bool = True):
-        self.port = common.free_port()
+    """`host`, `port`, `netns`: where it listens (the fault tests' hosts run it inside a
+    network namespace, on that namespace's address)."""
+
+    def __init__(self, *, appendonly: bool = True, appendfsync: str = "everysec", host: str = "127.0.0.1",
+                 port: int | None = None, netns: str | None = None):
+        self.port = port or common.free_port()
         self.dir = tempfile.mkdtemp(prefix="bench-redis-")
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", self.dir,
-             "--appendonly", "yes" if appendonly else "no", "--appendfsync", "everysec"],
+        self.url = f"redis://{host}:{self.port}/0"
+        self.proc = subprocess.Popen(_in_netns(netns, [
+            "redis-server", "--port", str(self.port), "--bind", host, "--save", "", "--dir", self.dir,
+            "--appendonly", "yes" if appendonly else "no", "--appendfsync", appendfsync,
+            # Clients on another host than loopback (a namespace's peers) are refused otherwise.
+            *(["--protected-mode", "no"] if host != "127.0.0.1" else [])]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url)
         for _ in range(200):
@@ -51,26 +61,33 @@ class PrivateRedis:
 
 
 class PrivatePostgres:
-    """initdb into a temporary folder (as the postgres user: initdb refuses root)."""
+    """initdb into a temporary folder (as the postgres user: initdb refuses root).
+    `host`, `port`, `netns`: where it listens; `trust_cidr`: a network (besides
+    loopback) whose clients it trusts."""
 
-    def __init__(self):
+    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None,
+                 trust_cidr: str | None = None):
         if PG_BIN is None:
             raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql")
-        self.port = common.free_port()
+        self.host, self.port = host, port or common.free_port()
         self.dir = tempfile.mkdtemp(prefix="bench-pg-")
         os.chmod(self.dir, 0o777)
         self.data = os.path.join(self.dir, "data")
         self._as_postgres([str(PG_BIN / "initdb"), "-D", self.data, "-A", "trust", "-U", "postgres",
                            "--no-sync", "-E", "UTF8"])
+        if trust_cidr:
+            with open(os.path.join(self.data, "pg_hba.conf"), "a") as hba:
+                hba.write(f"host all all {trust_cidr} trust\n")
         self._as_postgres([str(PG_BIN / "pg_ctl"), "-D", self.data, "-l", os.path.join(self.dir, "log"), "-w",
-                           "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                                 "-c max_connections=300 -c fsync=on", "start"])
-        self.url = f"postgres://postgres@127.0.0.1:{self.port}"
+                           "-o", f"-p {self.port} -k {self.dir} -c listen_addresses={host} "
+                                 "-c max_connections=300 -c fsync=on", "start"], netns=netns)
+        self.url = f"postgres://postgres@{host}:{self.port}"
         self.pid = int(Path(self.data, "postmaster.pid").read_text().split()[0])
         atexit.register(self.stop)
 
-    def _as_postgres(self, cmd: list[str]) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True, capture_output=True, timeout=120)
+    def _as_postgres(self, cmd: list[str], netns: str | None = None) -> None:
+        subprocess.run(_in_netns(netns, ["runuser", "-u", "postgres", "--", *cmd]), check=True, capture_output=True,
+                       timeout=120)
 
     def stop(self) -> None:
         if os.path.exists(self.data):

@@ -79,6 +79,17 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatsite"))}
+# A connection that went silent (a partition drops packets, nobody resets anything) fails
+# within seconds, so the caller's retry reconnects as soon as Postgres is reachable again,
+# instead of waiting out TCP's retransmission backoff (tens of seconds after a minute's
+# cut, up to ~15 minutes): what was sent must be acknowledged within
+# DATABASE_TCP_USER_TIMEOUT_MS, a connection made within DATABASE_CONNECT_TIMEOUT seconds,
+# and idle connections are probed by keepalives (tests/faults/hosts, row d).
+DATABASES["default"]["OPTIONS"] = {
+    "connect_timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5")),
+    "tcp_user_timeout": int(os.environ.get("DATABASE_TCP_USER_TIMEOUT_MS", "10000")),
+    "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 5, "keepalives_count": 3,
+}
 # A connection pool per process (psycopg_pool through Django), checked on checkout: a
 # request borrows a live connection instead of forking a Postgres backend. It waits up
 # to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. Django
@@ -93,9 +104,9 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "po
 _POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "0"))
 if _POOL_MAX > 0:
     DATABASES["default"]["ENGINE"] = "chatsite.pg_backend"  # Django's, with the checkout check above
-    DATABASES["default"]["OPTIONS"] = {"pool": {
+    DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60, "reconnect_timeout": 5,
-        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3"))}}
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3"))}
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME", "test_chatsite")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

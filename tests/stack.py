@@ -97,12 +97,19 @@ class Proc:
         self._log.close()
 
 
-def start_web(env: dict) -> tuple[Proc, str]:
+def in_netns(netns: str | None, cmd: list[str]) -> list[str]:
+    """`cmd` run inside the network namespace `netns` (None: this one). `ip netns exec`
+    execs the command, so the child keeps its pid and process group."""
+    return cmd if netns is None else ["ip", "netns", "exec", netns, *cmd]
+
+
+def start_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None,
+              name: str | None = None) -> tuple[Proc, str]:
     env = {"DATABASE_POOL_MAX": "24", **env}  # the web runs with a connection pool, as the Procfile starts it
-    port = free_port()
-    proc = Proc(f"web-{port}", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                "chatsite.asgi:application"], env)
-    url = f"http://127.0.0.1:{port}"
+    port = port or free_port()
+    proc = Proc(name or f"web-{port}", in_netns(netns, [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
+                                                       "chatsite.asgi:application"]), env)
+    url = f"http://{host}:{port}"
     end = time.monotonic() + 30
     while time.monotonic() < end:
         try:
@@ -114,12 +121,13 @@ def start_web(env: dict) -> tuple[Proc, str]:
     raise TimeoutError(f"daphne did not answer:\n{proc.log_text()[-3000:]}")
 
 
-def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=()) -> Proc:
+def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=(),
+                 netns: str | None = None) -> Proc:
     env = {"DATABASE_POOL_MAX": "8", **env}  # workers run with a connection pool, as scripts/run.sh starts them
     started = time.time()
-    proc = Proc(f"worker-{name}", [sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
-                                   "-n", f"{name}@%h", "-l", "info", "--without-gossip", "--without-mingle",
-                                   *extra_args], env)
+    proc = Proc(f"worker-{name}", in_netns(netns, [
+        sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool, "-n", f"{name}@%h",
+        "-l", "info", "--without-gossip", "--without-mingle", *extra_args]), env)
     proc.wait_for_log(f"{name}@", timeout=timeout)
     proc.wait_for_log("ready.", timeout=timeout)
     wait_for_heartbeat(proc, env["REDIS_URL"], f"{name}@{socket.gethostname()}", since=started, timeout=timeout)
@@ -140,10 +148,11 @@ def wait_for_heartbeat(proc: Proc, redis_url: str, worker: str, *, since: float,
         time.sleep(0.1)
 
 
-def start_beat(env: dict, *, sweep_seconds: float = 1.0) -> Proc:
+def start_beat(env: dict, *, sweep_seconds: float = 1.0, netns: str | None = None) -> Proc:
     """Celery beat, sweeping often so that recovery is quick in tests."""
     schedule = LOG_DIR / f"beat-{free_port()}.schedule"
-    proc = Proc("beat", [sys.executable, "-m", "celery", "-A", "chatsite", "beat", "-l", "info", "-s", str(schedule)],
+    proc = Proc("beat", in_netns(netns, [sys.executable, "-m", "celery", "-A", "chatsite", "beat", "-l", "info",
+                                         "-s", str(schedule)]),
                 {**env, "CHATSITE_SWEEP_SECONDS": str(sweep_seconds)})
     proc.wait_for_log("beat: Starting", timeout=30)
     return proc

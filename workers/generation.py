@@ -1,6 +1,7 @@
 """One run through this worker's engine: claim, continue from the stream, finalize."""
 import json
 import logging
+import time
 
 from django.db import connection
 
@@ -24,21 +25,26 @@ TIER_PRIORITY = {GenerationRun.Tier.INTERACTIVE: 0, GenerationRun.Tier.BATCH: 10
 def generate(rt: Runtime, run_id: int) -> str:
     """Generate (or continue) one run. Returns what happened; does nothing for a run
     that is finished or that another live attempt holds (the task is idempotent)."""
-    claim = with_db_retry(run_claim, run_id=run_id, worker=rt.worker_name)
+    tried_at = 0.0
+
+    def claim_run():
+        nonlocal tried_at
+        tried_at = time.monotonic()  # the lease this try takes starts no earlier
+        return run_claim(run_id=run_id, worker=rt.worker_name)
+
+    claim = with_db_retry(claim_run)
     if claim is None:
         if stream_log.has_ended(run_id):  # ended, but its worker died before saving it
             with_db_retry(run_finalize, run_id=run_id)
             return "finalized"
         return "skipped"
     run = claim.run
-    with rt.heartbeat.leases_lock:
-        rt.heartbeat.leases[run_id] = claim.lease_token
+    rt.heartbeat.hold(run_id, claim.lease_token, since=tried_at)
     try:
         affinity_pin(chat_id=run.chat_id, worker=rt.worker_name)
         outcome = _generate_claimed(rt, run, claim.lease_token)
     finally:
-        with rt.heartbeat.leases_lock:
-            rt.heartbeat.leases.pop(run_id, None)
+        rt.heartbeat.drop(run_id)
         run_release(run_id=run_id, lease_token=claim.lease_token)
     if outcome == stream_writer.HANDED_BACK:
         # Only now that our lease is gone can another worker claim it; the router
@@ -131,8 +137,8 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     if active.outcome == stream_writer.HANDED_BACK:
         log.info("run %s handed back to the queue after %d tokens", run.pk, active.next_seq)
     elif active.outcome == stream_writer.SUPERSEDED:
-        log.warning("run %s attempt %s superseded after %d tokens; nothing more written", run.pk, run.attempt,
-                    active.next_seq)
+        log.warning("run %s attempt %s superseded after %d tokens; nothing more written (engine total %d tokens)",
+                    run.pk, run.attempt, active.next_seq, rt.host.stats().generated_tokens)
     elif active.outcome == stream_writer.WRITE_FAILED:
         raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
     else:

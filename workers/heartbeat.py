@@ -1,7 +1,10 @@
 """Worker heartbeats: the engine's figures in Redis about once a second.
 
 Routing, the admin and the metrics read them; the same beat keeps this
-worker's run leases alive and notices a lease another attempt has taken."""
+worker's run leases alive and notices a lease another attempt has taken. A second
+thread stops a run whose lease is about to lapse by this worker's own clock, without
+asking Redis: a worker cut off from Redis stops its engine for a run before another
+worker can take it over, instead of generating it to the end for nobody."""
 import logging
 import threading
 import time
@@ -18,6 +21,19 @@ log = logging.getLogger(__name__)
 # About once a second; never slower than health.STALE_SECONDS allows (three missed beats = gone).
 INTERVAL_SECONDS = settings.CHATSITE["HEARTBEAT_SECONDS"]
 TTL_SECONDS = 10
+LEASE_WATCH_SECONDS = 0.25
+# A run is stopped this long before its lease can lapse in Redis, so that it is stopped
+# before another attempt can take it over, even if the watch wakes up late (a loaded
+# machine). With the tests' 4 s lease that is after 3 s without an extension: three missed
+# beats, when routing counts the worker as gone anyway (health.STALE_SECONDS).
+LEASE_MARGIN_SECONDS = 1.0
+
+
+def stop_after_seconds() -> float:
+    """How long a run may go without a lease extension reaching Redis: the lease less
+    LEASE_MARGIN_SECONDS, and half a lease at least."""
+    seconds = lease.lease_ms() / 1000
+    return max(seconds - LEASE_MARGIN_SECONDS, seconds / 2)
 
 
 class Heartbeat:
@@ -25,17 +41,34 @@ class Heartbeat:
         self.rt = runtime
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+        self._watch = threading.Thread(target=self._watch_loop, name="lease-watch", daemon=True)
         self._last_tokens = 0
         self._last_time = time.monotonic()
         self.leases: dict[int, str] = {}  # run id -> lease token, kept by the tasks
+        # run id -> when (monotonic) the last extension that went through was sent, or the claim began
+        self._extended_at: dict[int, float] = {}
         self.leases_lock = threading.Lock()
 
     def start(self) -> None:
         self._thread.start()
+        self._watch.start()
+
+    def hold(self, run_id: int, token: str, *, since: float) -> None:
+        """Keep this run's lease alive; `since`: a monotonic time no later than the lease
+        was taken (its TTL started then or after)."""
+        with self.leases_lock:
+            self.leases[run_id] = token
+            self._extended_at[run_id] = since
+
+    def drop(self, run_id: int) -> None:
+        with self.leases_lock:
+            self.leases.pop(run_id, None)
+            self._extended_at.pop(run_id, None)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+        self._watch.join(5)
         try:
             pipe = get_redis().pipeline(transaction=False)
             pipe.delete(redis_keys.worker_heartbeat(self.rt.worker_name))
@@ -71,7 +104,12 @@ class Heartbeat:
         pipe.execute()
         with self.leases_lock:
             leases = dict(self.leases)
+        sent_at = time.monotonic()
         lost = lease.refresh(leases)
+        with self.leases_lock:
+            for run_id in leases.keys() - lost:
+                if run_id in self._extended_at:  # not stopped as lapsed meanwhile
+                    self._extended_at[run_id] = sent_at
         if lost:
             log.error("lease lost for run(s) %s; stopping them here", sorted(lost))
             self.rt.writer.supersede(lost)
@@ -82,6 +120,30 @@ class Heartbeat:
         except Exception as exc:
             log.warning("heartbeat failed: %s", exc)
 
+    def stop_lapsed(self, now: float | None = None) -> set[int]:
+        """Stop the runs whose lease is about to lapse: no extension went through for
+        `stop_after_seconds()`, so Redis lets the lease go within LEASE_MARGIN_SECONDS (its
+        TTL started no earlier than the extension was sent). Stopping one a little early
+        only hands it over sooner; stopping it late would let two engines run it."""
+        now = time.monotonic() if now is None else now
+        limit = stop_after_seconds()
+        with self.leases_lock:
+            lapsed = {run_id for run_id, at in self._extended_at.items() if now - at > limit}
+            for run_id in lapsed:
+                del self._extended_at[run_id]  # stopped once
+        if lapsed:
+            log.error("lease of run(s) %s lapsing (no extension reached Redis for %.1f s); stopping them here",
+                      sorted(lapsed), limit)
+            self.rt.writer.supersede(lapsed)
+        return lapsed
+
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_SECONDS):
             self.beat_quietly()
+
+    def _watch_loop(self) -> None:
+        while not self._stop.wait(LEASE_WATCH_SECONDS):
+            try:
+                self.stop_lapsed()
+            except Exception:
+                log.exception("lease watch failed")

@@ -29,9 +29,12 @@ class Followed:
 
 
 def follow(url: str, headers: dict, *, drop_after: set[int] = frozenset(), watchdog: float = 30.0,
-           base_urls: list[str] | None = None) -> Followed:
+           base_urls: list[str] | None = None, read_timeout: float | None = None) -> Followed:
     """Read to the terminal event. `drop_after`: event counts after which to hang up
-    and reconnect. `base_urls`: web processes to fail over between."""
+    and reconnect. `base_urls`: web processes to fail over between. `read_timeout`:
+    how long a silent connection is trusted (the server sends a keep-alive every
+    SSE_KEEPALIVE_SECONDS; default `watchdog`), then the client goes to the next web."""
+    timeout = httpx.Timeout(read_timeout or watchdog, connect=min(read_timeout or watchdog, 5.0))
     out, last_id, last_seen = Followed(), None, time.monotonic()
     bases = base_urls or [""]
     turn = 0
@@ -40,7 +43,7 @@ def follow(url: str, headers: dict, *, drop_after: set[int] = frozenset(), watch
             raise TimeoutError(f"no event for {watchdog} s after {len(out.events)} events")
         hdrs = dict(headers, **({"Last-Event-ID": last_id} if last_id else {}))
         try:
-            with httpx.stream("GET", bases[turn % len(bases)] + url, headers=hdrs, timeout=watchdog) as resp:
+            with httpx.stream("GET", bases[turn % len(bases)] + url, headers=hdrs, timeout=timeout) as resp:
                 resp.raise_for_status()
                 for ev in parse(resp.iter_lines()):
                     out.events.append(ev)

@@ -66,5 +66,6 @@ def test_a_worker_paused_past_its_lease_writes_nothing_after_the_takeover(fault_
     print(f"paused {PAUSE_SECONDS} s: taken over after {taken_over_after:.1f} s; attempt 1 wrote {written_by_1} "
           f"tokens, its engine generated {unwritten} more that were never written; late writes 0")
     assert 0 <= unwritten < 40
-    assert "another attempt holds the run" in proc.log_text() or "lease lost" in proc.log_text()
+    # It learns it from Redis (a stale write, a failed extension) or from its own clock (the lease is lapsing).
+    assert any(why in proc.log_text() for why in ("another attempt holds the run", "lease lost", "lapsing"))
     replace_worker(fault_stack, holder)
