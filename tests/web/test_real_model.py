@@ -19,6 +19,8 @@ QUESTION = "Write a Python function that reverses a list."
 
 
 def test_the_real_model_answers_in_the_page(context, live_url, web_user, vllm_pool):
+    vllm_pool.display_name = "Flagship"  # as make run names it (the test pool's own name is vllm-flagship)
+    vllm_pool.save(update_fields=["display_name"])
     chat = ChatFactory(tenant=web_user.memberships.get().tenant, owner=web_user, pool=vllm_pool,
                        title="Reversing a list", temperature=0.0, max_tokens=200)
     page = ChatPage(context.new_page(), live_url)
