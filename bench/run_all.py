@@ -1,10 +1,11 @@
-"""Every benchmark of issue 7, one after another (never two at once: each owns the
-CPU), printing the tables; about 40 minutes on the 2-core machine.
+"""The benchmarks, one after another (never two at once: each owns the CPU), printing
+the tables; about 50 minutes on the 2-core machine (bench/run.sh runs this).
 
-    .venv/bin/python -m bench.run_all [--skip multiturn] [--tag NAME]
+    .venv/bin/python -m bench.run_all [--skip multiturn,soak] [--tag NAME]
 
-Writes bench/out/: compare*.{md,png}, platform_only.md, multiturn.{md,png},
-profile_*.{txt,svg} and RESULTS_RAW.md (all tables, the commit, the machine's load).
+Writes bench/out/: floor*, worker_capacity*, per_run*, compare*.{md,png}, platform_only*.md,
+multiturn.{md,png}, soak*.{md,png}, profile_*.txt and RESULTS_RAW.md (all tables, the commit,
+the machine's load). The history of the figures is in bench/out/RESULTS.md.
 """
 import argparse
 import datetime
@@ -14,11 +15,16 @@ import sys
 from bench import common
 
 STEPS = {
+    "floor": ["-m", "bench.floor"],
+    "worker_capacity": ["-m", "bench.worker_capacity"],
+    "per_run": ["-m", "bench.per_run"],
     "compare": ["-m", "bench.compare", "--profile"],
     "platform_only": ["-m", "bench.platform_only", "--profile"],
     "multiturn": ["-m", "bench.multiturn"],
     "multiturn_engine": ["-m", "bench.multiturn_engine"],
+    "soak": ["-m", "bench.soak", "--minutes", "5"],
 }
+TAGGED = {"floor", "worker_capacity", "per_run", "compare", "platform_only", "soak"}
 
 
 def main() -> int:
@@ -36,7 +42,7 @@ def main() -> int:
     for name, args in STEPS.items():
         if name in skip:
             continue
-        if name in ("compare", "platform_only") and a.tag:
+        if name in TAGGED and a.tag:
             args = args + ["--tag", a.tag]
         print(f"\n===== {name} (load average {common.loadavg():.1f} on {common.os.cpu_count()} cores)", flush=True)
         proc = subprocess.Popen([common.PY, *args], cwd=common.ROOT, stdout=subprocess.PIPE, text=True)
