@@ -59,19 +59,21 @@ def test_response_formats_are_saved_in_the_platforms_shape(key, pool):
 def test_tools_are_refused_naming_the_pools_chat_template(api_key, db, settings):
     smollm2 = settings.CHATSITE["DEMO_MODELS_DIR"] / "smollm2-135m-instruct"
     assert "tools" not in json.loads((smollm2 / "tokenizer_config.json").read_text())["chat_template"]
-    queueing_pool("flagship", model=str(smollm2))
+    queueing_pool("smollm2-tools", model=str(smollm2))  # a row of its own: a session may hold a flagship already
     tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
-    resp = key_client(api_key).post("/v1/chat/completions", {**ASK, "tools": [tool]}, content_type="application/json")
+    resp = key_client(api_key).post("/v1/chat/completions", {**ASK, "model": "smollm2-tools", "tools": [tool]},
+                                    content_type="application/json")
     err = assert_openai_error(resp, 400, param="tools")
-    assert "chat template of model 'flagship' has no tools" in err["message"]
+    assert "chat template of model 'smollm2-tools' has no tools" in err["message"]
     assert row_counts() == (0, 0, 0)
 
 
 def test_tools_on_a_template_that_has_them_are_refused_as_not_implemented(api_key, db, tmp_path):
     template = "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
-    queueing_pool("flagship", model=str(tmp_path))
-    resp = key_client(api_key).post("/v1/chat/completions", {**ASK, "tool_choice": "required"},
+    queueing_pool("template-with-tools", model=str(tmp_path))
+    resp = key_client(api_key).post("/v1/chat/completions",
+                                    {**ASK, "model": "template-with-tools", "tool_choice": "required"},
                                     content_type="application/json")
     err = assert_openai_error(resp, 400, param="tool_choice")
     assert "tool calling is not supported by this server" in err["message"]
