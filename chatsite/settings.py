@@ -216,6 +216,9 @@ CHATSITE.update({
     "COALESCE_SECONDS": float(os.environ.get("CHATSITE_COALESCE_MS", "20")) / 1000,
     # Prefix-cache affinity: a chat's next turn goes to the worker that holds its prefix.
     "AFFINITY": os.environ.get("CHATSITE_AFFINITY", "1") != "0",
+    # Fair ordering between tenants within a pool's tier (chatsite/runs/fair_queue.py) and a
+    # per-tenant share of its queue limit; "0" falls back to FIFO and a pool-wide limit.
+    "FAIR_QUEUE": os.environ.get("CHATSITE_FAIR_QUEUE", "1") != "0",
     # On a CPU host, bind vLLM's engine-core process to its model worker's cores.
     "COLOCATE_ENGINE_CORE": os.environ.get("CHATSITE_COLOCATE_ENGINE_CORE", "1") != "0",
 })

@@ -6,7 +6,7 @@ from django.db import connection
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_pin
-from chatsite.runs.services import run_claim, run_end, run_finalize, run_release
+from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
 from inference.types import GenerationRequest
@@ -25,11 +25,22 @@ def generate(rt: Runtime, run_id: int) -> str:
     that is finished or that another live attempt holds (the task is idempotent)."""
     claim = with_db_retry(run_claim, run_id=run_id, worker=rt.worker_name)
     if claim is None:
-        if stream_log.has_ended(run_id):  # ended, but its worker died before saving it
-            with_db_retry(run_finalize, run_id=run_id)
-            return "finalized"
-        return "skipped"
-    run = claim.run
+        return finish_unclaimed(run_id)
+    return generate_claimed(rt, claim)
+
+
+def finish_unclaimed(run_id: int) -> str:
+    """A run this worker could not claim: finalized if its stream ended but its worker
+    died before saving it, else skipped (finished, or another live attempt holds it)."""
+    if stream_log.has_ended(run_id):
+        with_db_retry(run_finalize, run_id=run_id)
+        return "finalized"
+    return "skipped"
+
+
+def generate_claimed(rt: Runtime, claim: Claim) -> str:
+    """Generate a run this worker has just claimed; releases the claim at the end."""
+    run, run_id = claim.run, claim.run.pk
     with rt.heartbeat.leases_lock:
         rt.heartbeat.leases[run_id] = claim.lease_token
     try:
@@ -41,7 +52,7 @@ def generate(rt: Runtime, run_id: int) -> str:
         run_release(run_id=run_id, lease_token=claim.lease_token)
     if outcome == stream_writer.HANDED_BACK:
         # Only now that our lease is gone can another worker claim it; the router
-        # sends it to the pool queue since this worker is draining.
+        # sends it to the pool queue (and the fair queue) since this worker is draining.
         run_dispatch(run)
     return outcome
 
