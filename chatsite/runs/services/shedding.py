@@ -70,13 +70,14 @@ def shed_if_overloaded(pool, tenant) -> None:
     if backlog.queued >= limit and (not fair or backlog.mine >= backlog.share(limit)):
         count_shed(pool.name)
         retry = math.ceil(wait - pool.max_queue_wait_seconds) if wait else 10
-        if fair and backlog.tenants > 1:
-            why = (f"model {pool.name!r} has {backlog.queued} requests waiting, over the {limit} it queues, and "
-                   f"{backlog.mine} of them are yours, at least your share ({limit} / {backlog.tenants} tenants "
-                   f"waiting = {math.ceil(backlog.share(limit))}); try again when some of yours have started")
+        full = f"model {pool.name!r} has {backlog.queued} requests waiting, the most it queues"
+        if not fair:
+            why = f"{full}; try again in a little while"
+        elif backlog.tenants == 1:
+            why = f"{full}, and all of them are yours; try again when some of them have started"
         else:
-            why = f"model {pool.name!r} has {backlog.queued} requests waiting, the most it queues; " \
-                  f"try again in a little while"
+            why = (f"{full}, and {backlog.mine} of them are yours, at least your share ({limit} / {backlog.tenants} "
+                   f"tenants waiting = {math.ceil(backlog.share(limit))}); try again when some of yours have started")
         raise Overloaded(why, retry_after=max(1, min(retry, 300)))
     if wait is not None and wait > pool.max_queue_wait_seconds:
         count_shed(pool.name)
