@@ -44,21 +44,21 @@ def run_redispatch_guard(run_id: int) -> str:
     return f"run:{run_id}:redispatch"
 
 
-def fair_tenants(pool_id: int, tier: str) -> str:
+def fair_tenants(pool: str, tier: str) -> str:
     """Sorted set of the tenants with runs waiting in one (pool, tier), scored by the
     virtual time of each one's next turn (chatsite.runs.fair_queue)."""
-    return f"fair:{pool_id}:{tier}:tenants"
+    return f"fair:{pool}:{tier}:tenants"
 
 
-def fair_clock(pool_id: int, tier: str) -> str:
+def fair_clock(pool: str, tier: str) -> str:
     """The virtual time of the last turn served in one (pool, tier): a tenant with new work starts there."""
-    return f"fair:{pool_id}:{tier}:clock"
+    return f"fair:{pool}:{tier}:clock"
 
 
-def fair_runs(pool_id: int, tier: str, tenant_id: int | str) -> str:
+def fair_runs(pool: str, tier: str, tenant_id: int | str) -> str:
     """Sorted set of one tenant's runs waiting in one (pool, tier), scored by run id (oldest first).
     With `tenant_id=""` it is the prefix the pop script appends a tenant id to."""
-    return f"fair:{pool_id}:{tier}:runs:{tenant_id}"
+    return f"fair:{pool}:{tier}:runs:{tenant_id}"
 
 
 def tenant_rate(tenant_id: int, minute: int) -> str:

@@ -19,15 +19,15 @@ def generate_next(rt: Runtime, *, tier: str, woken_by: int) -> str:
     popped run that is finished (a cancel) or held by a live attempt (a re-dispatched
     duplicate) is skipped. With nothing left to pop, the message's own run is tried:
     it may never have been recorded, and the claim skips it when it is done or held."""
-    pool_id = rt.pool.pk
+    pool = rt.pool.name
     for _ in range(MAX_SKIPS):
-        picked = fair_queue.pop(pool_id=pool_id, tier=tier)
+        picked = fair_queue.pop(pool=pool, tier=tier)
         if picked is None:
             break
         try:
             claim = with_db_retry(run_claim, run_id=picked.run_id, worker=rt.worker_name)
         except BaseException:
-            _put_back(pool_id, tier, picked)
+            _put_back(pool, tier, picked)
             raise
         if claim is not None:
             return generate_claimed(rt, claim)
@@ -35,9 +35,9 @@ def generate_next(rt: Runtime, *, tier: str, woken_by: int) -> str:
     return generate(rt, woken_by)
 
 
-def _put_back(pool_id: int, tier: str, picked: fair_queue.Picked) -> None:
+def _put_back(pool: str, tier: str, picked: fair_queue.Picked) -> None:
     """The claim failed (Postgres or Redis away): the run waits again, first of its tenant's."""
     try:
-        fair_queue.push(pool_id=pool_id, tier=tier, tenant_id=picked.tenant_id, run_id=picked.run_id)
+        fair_queue.push(pool=pool, tier=tier, tenant_id=picked.tenant_id, run_id=picked.run_id)
     except Exception:
         log.exception("run %s: could not put it back in the fair queue; the sweep re-sends it", picked.run_id)

@@ -37,7 +37,7 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
     kwargs = {}
     if queue == pool_queue and fair_queue.enabled():
         try:
-            fair_queue.push(pool_id=run.pool_id, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
+            fair_queue.push(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
             kwargs = {"tier": str(run.tier)}
         except Exception:
             log.exception("run %s: the fair queue did not record it; its message serves it directly", run.pk)
@@ -52,6 +52,6 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
 
 def _forget(run: GenerationRun) -> None:
     try:
-        fair_queue.remove(pool_id=run.pool_id, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
+        fair_queue.remove(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
     except Exception:
         log.exception("run %s: could not take it out of the fair queue; the sweep re-sends it", run.pk)

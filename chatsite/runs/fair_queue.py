@@ -86,44 +86,44 @@ class Picked:
     run_id: int
 
 
-def push(*, pool_id: int, tier: str, tenant_id: int, run_id: int) -> bool:
+def push(*, pool: str, tier: str, tenant_id: int, run_id: int) -> bool:
     """Record a run as waiting in (pool, tier); False if it already was. The caller
     sends the run's wake-up message after this (never before: a wake-up must find it)."""
-    keys = [redis_keys.fair_runs(pool_id, tier, tenant_id), redis_keys.fair_tenants(pool_id, tier),
-            redis_keys.fair_clock(pool_id, tier)]
+    keys = [redis_keys.fair_runs(pool, tier, tenant_id), redis_keys.fair_tenants(pool, tier),
+            redis_keys.fair_clock(pool, tier)]
     return bool(_script(_PUSH)(keys=keys, args=[run_id, tenant_id]))
 
 
-def pop(*, pool_id: int, tier: str) -> Picked | None:
+def pop(*, pool: str, tier: str) -> Picked | None:
     """The fair next run of (pool, tier), removed from the structure; None when none waits."""
-    keys = [redis_keys.fair_tenants(pool_id, tier), redis_keys.fair_clock(pool_id, tier)]
-    got = _script(_POP)(keys=keys, args=[redis_keys.fair_runs(pool_id, tier, "")])
+    keys = [redis_keys.fair_tenants(pool, tier), redis_keys.fair_clock(pool, tier)]
+    got = _script(_POP)(keys=keys, args=[redis_keys.fair_runs(pool, tier, "")])
     if not got:
         return None
     return Picked(tenant_id=int(got[0]), run_id=int(got[1]))
 
 
-def remove(*, pool_id: int, tier: str, tenant_id: int, run_id: int) -> bool:
+def remove(*, pool: str, tier: str, tenant_id: int, run_id: int) -> bool:
     """Forget a waiting run (a cancel); False if it was not recorded."""
-    keys = [redis_keys.fair_runs(pool_id, tier, tenant_id), redis_keys.fair_tenants(pool_id, tier)]
+    keys = [redis_keys.fair_runs(pool, tier, tenant_id), redis_keys.fair_tenants(pool, tier)]
     return bool(_script(_REMOVE)(keys=keys, args=[run_id, tenant_id]))
 
 
 def waiting(runs) -> dict[int, bool]:
-    """For each run (pool_id, tier, tenant_id and pk read from it), whether it is
-    recorded as waiting, in one round trip."""
+    """For each run (its pool's name, tier, tenant_id and pk read from it; load the
+    pool with the runs), whether it is recorded as waiting, in one round trip."""
     runs = list(runs)
     pipe = get_redis().pipeline(transaction=False)
     for run in runs:
-        pipe.zscore(redis_keys.fair_runs(run.pool_id, run.tier, run.tenant_id), run.pk)
+        pipe.zscore(redis_keys.fair_runs(run.pool.name, run.tier, run.tenant_id), run.pk)
     return {run.pk: score is not None for run, score in zip(runs, pipe.execute())}
 
 
-def depths(*, pool_id: int, tier: str) -> dict[int, int]:
+def depths(*, pool: str, tier: str) -> dict[int, int]:
     """Runs waiting per tenant in (pool, tier) (the rotation's tenants only)."""
     r = get_redis()
-    tenants = [int(t) for t in r.zrange(redis_keys.fair_tenants(pool_id, tier), 0, -1)]
+    tenants = [int(t) for t in r.zrange(redis_keys.fair_tenants(pool, tier), 0, -1)]
     pipe = r.pipeline(transaction=False)
     for tenant in tenants:
-        pipe.zcard(redis_keys.fair_runs(pool_id, tier, tenant))
+        pipe.zcard(redis_keys.fair_runs(pool, tier, tenant))
     return dict(zip(tenants, pipe.execute()))

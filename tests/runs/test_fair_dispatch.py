@@ -26,7 +26,7 @@ def fair_pool(db):
     pool = queueing_pool(POOL)  # no worker consumes it
     yield pool
     r = get_redis()
-    r.delete(queues.pool_queue(POOL, TIER), *(r.keys(f"fair:{pool.pk}:*") or ["-"]))
+    r.delete(queues.pool_queue(POOL, TIER), *(r.keys(f"fair:{pool.name}:*") or ["-"]))
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def submit(fair_pool, django_capture_on_commit_callbacks):
 
 
 def depths(pool):
-    return fair_queue.depths(pool_id=pool.pk, tier=TIER)
+    return fair_queue.depths(pool=pool.name, tier=TIER)
 
 
 def test_a_dispatched_run_is_recorded_and_its_message_is_a_wake_up_for_its_tier(submit, fair_pool, tenant):
@@ -69,17 +69,17 @@ def test_cancel_of_a_queued_run_takes_it_out_of_the_fair_queue(submit, fair_pool
     run, other = submit(tenant), submit(TenantFactory())
     assert run_cancel(run=run).status == "cancelled"
     assert depths(fair_pool) == {other.tenant_id: 1}
-    assert fair_queue.pop(pool_id=fair_pool.pk, tier=TIER).run_id == other.pk
+    assert fair_queue.pop(pool=fair_pool.name, tier=TIER).run_id == other.pk
 
 
 def test_a_handed_back_run_goes_back_first_among_its_tenants_runs(submit, fair_pool, tenant):
     first = submit(tenant)
-    assert fair_queue.pop(pool_id=fair_pool.pk, tier=TIER).run_id == first.pk  # a worker takes it
+    assert fair_queue.pop(pool=fair_pool.name, tier=TIER).run_id == first.pk  # a worker takes it
     claim = run_claim(run_id=first.pk, worker="draining-worker")
     later = submit(tenant)
     run_release(run_id=first.pk, lease_token=claim.lease_token)  # the drain hands it back...
     run_dispatch(claim.run)  # ...and generation dispatches it again
-    assert [fair_queue.pop(pool_id=fair_pool.pk, tier=TIER).run_id for _ in range(2)] == [first.pk, later.pk]
+    assert [fair_queue.pop(pool=fair_pool.name, tier=TIER).run_id for _ in range(2)] == [first.pk, later.pk]
 
 
 def age(run, seconds):

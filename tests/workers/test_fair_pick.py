@@ -22,7 +22,7 @@ def fair_pool(db):
     pool = queueing_pool(POOL)
     yield pool
     r = get_redis()
-    r.delete(queues.pool_queue(POOL, TIER), *(r.keys(f"fair:{pool.pk}:*") or ["-"]))
+    r.delete(queues.pool_queue(POOL, TIER), *(r.keys(f"fair:{pool.name}:*") or ["-"]))
 
 
 @pytest.fixture
@@ -80,10 +80,10 @@ def test_a_cancelled_run_still_in_the_queue_is_skipped_for_the_next(submit, fair
     cancelled, waiting = submit(tenant), submit(TenantFactory())
     run_cancel(run=cancelled)
     # a dispatch racing the cancel recorded it again
-    fair_queue.push(pool_id=fair_pool.pk, tier=TIER, tenant_id=tenant.pk, run_id=cancelled.pk)
+    fair_queue.push(pool=fair_pool.name, tier=TIER, tenant_id=tenant.pk, run_id=cancelled.pk)
     assert wake(fair_pool, cancelled) == "finished"
     assert served == [waiting.pk]
-    assert fair_queue.depths(pool_id=fair_pool.pk, tier=TIER) == {}
+    assert fair_queue.depths(pool=fair_pool.name, tier=TIER) == {}
 
 
 def test_a_run_held_by_a_live_attempt_is_skipped(submit, fair_pool, tenant, served):
@@ -107,6 +107,6 @@ def test_a_claim_that_fails_puts_the_run_back(submit, fair_pool, tenant, served,
     monkeypatch.setattr(fair_pick, "with_db_retry", postgres_down)
     with pytest.raises(OperationalError):
         wake(fair_pool, run)
-    assert fair_queue.depths(pool_id=fair_pool.pk, tier=TIER) == {tenant.pk: 1}
+    assert fair_queue.depths(pool=fair_pool.name, tier=TIER) == {tenant.pk: 1}
     monkeypatch.undo()
     assert served == []

@@ -24,6 +24,6 @@ def run_cancel(*, run: GenerationRun) -> GenerationRun:
         finally:
             run_release(run_id=run.pk, lease_token=claim.lease_token)
         # Ended: it leaves the fair queue (a worker that popped it meanwhile skips it: its claim fails).
-        fair_queue.remove(pool_id=run.pool_id, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
+        fair_queue.remove(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
     run.refresh_from_db()
     return run
