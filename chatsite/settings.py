@@ -204,6 +204,9 @@ CHATSITE.update({
     "FAKE_STEP_SECONDS": float(os.environ.get("CHATSITE_FAKE_STEP_SECONDS", "0.01")),
     # Runs one worker process holds at once (Celery threads sharing its one engine).
     "WORKER_SLOTS": int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
+    # With the fair queue, threads a worker keeps beyond WORKER_SLOTS for tenants holding fewer than
+    # WORKER_SLOTS of its runs: one tenant filling the slots never makes another wait for a slot.
+    "WORKER_RESERVE_SLOTS": int(os.environ.get("CHATSITE_WORKER_RESERVE_SLOTS", "2")),
     # A queue message unacknowledged this long is delivered again (a dead worker's runs).
     "VISIBILITY_TIMEOUT_SECONDS": int(os.environ.get("CHATSITE_VISIBILITY_TIMEOUT", "3600")),
     # How often beat sweeps for runs whose lease lapsed.

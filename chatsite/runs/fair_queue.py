@@ -36,16 +36,27 @@ end
 return added
 """
 
-# KEYS[1] = the rotation, KEYS[2] = the clock; ARGV[1] = the tenants' runs key prefix.
-# A tenant whose set is empty (its runs were removed) leaves the rotation and the next one is tried.
+# KEYS[1] = the rotation, KEYS[2] = the clock; ARGV[1] = the tenants' runs key prefix, ARGV[2..] =
+# tenants to pass over (at their cap on the asking worker). A tenant whose set is empty (its runs
+# were removed) leaves the rotation. Answers {tenant, run}, 'wait' when only passed-over tenants
+# have runs waiting, or false when none waits.
 _POP = """
+local skip, passed, i = {}, false, 0
+for k = 2, #ARGV do skip[ARGV[k]] = true end
 while true do
-  local head = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')
-  if #head == 0 then return false end
+  local head = redis.call('zrange', KEYS[1], i, i, 'WITHSCORES')
+  if #head == 0 then
+    if passed then return 'wait' end
+    return false
+  end
   local tenant, turn = head[1], tonumber(head[2])
   local runs = ARGV[1] .. tenant
-  local run = redis.call('zpopmin', runs)
-  if #run > 0 then
+  if redis.call('zcard', runs) == 0 then
+    redis.call('zrem', KEYS[1], tenant)
+  elseif skip[tenant] then
+    passed, i = true, i + 1
+  else
+    local run = redis.call('zpopmin', runs)
     redis.call('set', KEYS[2], head[2])
     if redis.call('zcard', runs) > 0 then
       redis.call('zadd', KEYS[1], turn + 1, tenant)
@@ -54,7 +65,6 @@ while true do
     end
     return {tenant, run[1]}
   end
-  redis.call('zrem', KEYS[1], tenant)
 end
 """
 
@@ -94,12 +104,18 @@ def push(*, pool: str, tier: str, tenant_id: int, run_id: int) -> bool:
     return bool(_script(_PUSH)(keys=keys, args=[run_id, tenant_id]))
 
 
-def pop(*, pool: str, tier: str) -> Picked | None:
-    """The fair next run of (pool, tier), removed from the structure; None when none waits."""
+WAIT = "wait"  # pop's answer when only tenants passed over have runs waiting
+
+
+def pop(*, pool: str, tier: str, skip=()) -> Picked | None | str:
+    """The fair next run of (pool, tier), removed from the structure, passing over the
+    tenants in `skip`; WAIT when only those have runs waiting, None when none waits."""
     keys = [redis_keys.fair_tenants(pool, tier), redis_keys.fair_clock(pool, tier)]
-    got = _script(_POP)(keys=keys, args=[redis_keys.fair_runs(pool, tier, "")])
+    got = _script(_POP)(keys=keys, args=[redis_keys.fair_runs(pool, tier, ""), *skip])
     if not got:
         return None
+    if got == WAIT:
+        return WAIT
     return Picked(tenant_id=int(got[0]), run_id=int(got[1]))
 
 

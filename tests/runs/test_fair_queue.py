@@ -105,3 +105,13 @@ def test_tiers_and_pools_are_separate_queues(pool):
         assert drain(pool, tier="batch") == [(1, 11)]
     finally:
         assert drain(pool + "-other") == [(1, 12)]
+
+
+def test_a_tenant_passed_over_keeps_its_turn_and_only_its_runs_waiting_answers_wait(pool):
+    push(pool, 1, 10, 11)
+    push(pool, 2, 20)
+    assert fair_queue.pop(pool=pool, tier=TIER, skip=["1"]).run_id == 20  # tenant 1 is at its cap on this worker
+    assert fair_queue.pop(pool=pool, tier=TIER, skip=["1"]) == fair_queue.WAIT
+    assert fair_queue.depths(pool=pool, tier=TIER) == {1: 2}  # nothing of tenant 1's was taken
+    assert drain(pool) == [(1, 10), (1, 11)]
+    assert fair_queue.pop(pool=pool, tier=TIER, skip=["1"]) is None  # nothing waits at all

@@ -52,7 +52,7 @@ def served(monkeypatch):
 
 
 def wake(pool, run, worker="w1"):
-    rt = SimpleNamespace(pool=pool, worker_name=worker)
+    rt = SimpleNamespace(pool=pool, worker_name=worker, draining=False)
     return fair_pick.generate_next(rt, tier=TIER, woken_by=run.pk)
 
 
@@ -110,3 +110,58 @@ def test_a_claim_that_fails_puts_the_run_back(submit, fair_pool, tenant, served,
     assert fair_queue.depths(pool=fair_pool.name, tier=TIER) == {tenant.pk: 1}
     monkeypatch.undo()
     assert served == []
+
+
+@pytest.mark.django_db(transaction=True)  # the worker threads read the rows through their own connections
+def test_a_tenant_at_its_cap_leaves_a_reserve_thread_to_another_tenants_run(submit, fair_pool, tenant, monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(fair_pick, "tenant_cap", lambda: 1)
+    first, second = submit(tenant), submit(tenant)
+    finish_first, served = threading.Event(), []
+
+    def generate_claimed(rt, claim):
+        served.append(claim.run.pk)
+        if claim.run.pk == first.pk:
+            assert finish_first.wait(10)  # the flooding tenant's run is still generating
+        run_end(run_id=claim.run.pk, lease_token=claim.lease_token,
+                fields=codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=0))
+        run_release(run_id=claim.run.pk, lease_token=claim.lease_token)
+        return "finished"
+
+    def wake_in_thread(run):
+        from django.db import connection
+
+        try:
+            wake(fair_pool, run)
+        finally:
+            connection.close()
+
+    monkeypatch.setattr(fair_pick, "generate_claimed", generate_claimed)
+    slot = threading.Thread(target=wake_in_thread, args=(first,))
+    slot.start()
+    while served != [first.pk]:
+        time.sleep(0.01)
+    reserve = threading.Thread(target=wake_in_thread, args=(second,))
+    reserve.start()
+    time.sleep(0.3)
+    assert served == [first.pk]  # the tenant is at its cap: its second run waits, and so does the thread
+    quiet = submit(TenantFactory())
+    reserve.join(5)
+    assert not reserve.is_alive() and served == [first.pk, quiet.pk]  # another tenant's run starts at once
+    finish_first.set()
+    slot.join(5)
+    assert wake(fair_pool, quiet) == "finished" and served == [first.pk, quiet.pk, second.pk]
+
+
+def test_a_reserve_thread_of_a_draining_worker_hands_its_message_back(submit, fair_pool, tenant, monkeypatch):
+    from celery.exceptions import Reject
+
+    run = submit(tenant)
+    monkeypatch.setattr(fair_pick, "tenant_cap", lambda: 1)
+    monkeypatch.setitem(fair_pick.held.runs, tenant.pk, 1)  # the tenant holds its cap of this worker's runs
+    rt = SimpleNamespace(pool=fair_pool, worker_name="w1", draining=True)
+    with pytest.raises(Reject):
+        fair_pick.generate_next(rt, tier=TIER, woken_by=run.pk)
+    assert fair_queue.depths(pool=fair_pool.name, tier=TIER) == {tenant.pk: 1}  # still waiting for another worker
