@@ -4,7 +4,7 @@ the noisy one, and the noisy tenant's throughput, with fair ordering and in FIFO
 (CHATSITE_FAIR_QUEUE=0). Real daphne and one Celery worker on the fake engine; Redis
 and Postgres of the benchmark's own (bench/services.py).
 
-    .venv/bin/python -m bench.fairness [--seconds 20] [--backlog 300] [--slots 16] [--tokens 16]
+    .venv/bin/python -m bench.fairness [--seconds 15] [--backlog 300] [--slots 16] [--tokens 40] [--quiet-tokens 4]
 
 Queue wait is the run's started_at - queued_at as Postgres has it (admission to claim).
 Writes bench/out/fairness.md, fairness.json and fairness.png.
@@ -19,7 +19,7 @@ import httpx
 from bench import common, report
 from bench.platform_stack import Stack
 
-STEP_SECONDS = 0.01
+STEP_SECONDS = 0.05  # a token every 50 ms: a noisy run of 40 tokens holds its slot ~2 s
 QUIET_ALONE_RUNS = 20
 
 
@@ -133,12 +133,12 @@ def quiet_runs(stack: Stack, url: str, tenant: Tenant, tokens: int, *, count: in
     return ids
 
 
-def drain(stack: Stack, slugs, timeout: float = 120) -> None:
-    end = time.monotonic() + timeout
-    while any(sum(tenant_counts(stack, s)) for s in slugs):
-        if time.monotonic() > end:
-            raise TimeoutError("the backlog did not drain")
-        time.sleep(0.2)
+def reset(stack: Stack) -> None:
+    """Between orderings: the leftover backlog is dropped (Redis emptied, its rows ended)."""
+    stack.redis().flushdb()
+    with stack.sql() as conn:
+        conn.execute("update runs_generationrun set status = 'cancelled', finished_at = now() "
+                     "where status in ('queued', 'running')")
 
 
 def summary(waits: list[float]) -> dict:
@@ -148,22 +148,24 @@ def summary(waits: list[float]) -> dict:
 
 def mode(stack: Stack, url: str, noisy_t: Tenant, quiet_t: Tenant, a) -> dict:
     """One ordering: the quiet tenant alone, then the noisy backlog alone, then both."""
-    alone = quiet_runs(stack, url, quiet_t, a.tokens, count=QUIET_ALONE_RUNS)
+    alone = quiet_runs(stack, url, quiet_t, a.quiet_tokens, count=QUIET_ALONE_RUNS)
     noisy = Noisy(stack, url, noisy_t, a.backlog, a.tokens)
     noisy.start()
-    while tenant_counts(stack, noisy_t.slug)[0] < a.backlog * 0.9:  # the backlog builds up
-        time.sleep(0.1)
+    end = time.monotonic() + 60
+    while tenant_counts(stack, noisy_t.slug)[0] < a.backlog * 0.9 and time.monotonic() < end:
+        time.sleep(0.1)  # the backlog builds up
     time.sleep(2.0)
     t0 = time.time()
     time.sleep(a.seconds)
     t1 = time.time()
-    beside = quiet_runs(stack, url, quiet_t, a.tokens, until=t1 + a.seconds)
+    beside = quiet_runs(stack, url, quiet_t, a.quiet_tokens, until=t1 + a.seconds)
     t2 = time.time()
+    queued, running = tenant_counts(stack, noisy_t.slug)
     noisy.stop()
-    drain(stack, [noisy_t.slug, quiet_t.slug], timeout=max(120.0, a.backlog))
     return {"quiet_alone": summary(waits_of(stack, alone)), "quiet_beside_noisy": summary(waits_of(stack, beside)),
             "noisy_runs_per_s_quiet_idle": finished_between(stack, noisy_t.slug, t0, t1) / (t1 - t0),
             "noisy_runs_per_s_beside_quiet": finished_between(stack, noisy_t.slug, t1, t2) / (t2 - t1),
+            "noisy_queued_at_end": queued, "noisy_running_at_end": running,
             "noisy_posted": noisy.posted, "noisy_errors": noisy.errors[:3], "load_avg": common.loadavg()}
 
 
@@ -183,10 +185,11 @@ def start(stack: Stack, fair: bool, slots: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=20, help="length of each measured phase")
+    ap.add_argument("--seconds", type=float, default=15, help="length of each measured phase")
     ap.add_argument("--backlog", type=int, default=300, help="runs the noisy tenant keeps queued")
     ap.add_argument("--slots", type=int, default=16, help="the worker's slots (runs at once)")
-    ap.add_argument("--tokens", type=int, default=16, help="tokens per run (fake engine, 10 ms a step)")
+    ap.add_argument("--tokens", type=int, default=40, help="tokens per noisy run (fake engine)")
+    ap.add_argument("--quiet-tokens", type=int, default=4, help="tokens per quiet run")
     a = ap.parse_args()
     started = time.monotonic()
     stack = Stack(db_name="bench_fairness")
@@ -196,15 +199,16 @@ def main() -> None:
         with stack.sql() as conn:  # this bench measures ordering, not shedding
             conn.execute("update pools_modelpool set max_queue_wait_seconds = 100000, max_queued_runs = 100000")
         quiet_slug, quiet_key = second_tenant(stack)
-        chats = int(a.backlog * 4 + a.seconds * 200)
-        noisy_t = Tenant(stack, "demo", "demo", noisy_key, chats)
+        noisy_t = Tenant(stack, "demo", "demo", noisy_key, 2 * (a.backlog + int(20 * (4 * a.seconds + 60))))
         quiet_t = Tenant(stack, quiet_slug, "quiet", quiet_key, 2 * QUIET_ALONE_RUNS + int(a.seconds * 40))
         for fair in (True, False):
             procs, url = start(stack, fair, a.slots)
+            print(f"{'fair' if fair else 'fifo'} order ...", flush=True)
             results["fair" if fair else "fifo"] = mode(stack, url, noisy_t, quiet_t, a)
             for proc in procs:
                 proc.stop()
                 stack.procs.remove(proc)
+            reset(stack)
     finally:
         stack.stop()
     results["params"] = {**vars(a), "step_seconds": STEP_SECONDS, "wall_s": time.monotonic() - started}
@@ -231,9 +235,10 @@ def render(results: dict) -> str:
     ratio = (fair["quiet_beside_noisy"]["p95_ms"] / fair["quiet_alone"]["p95_ms"]
              if fair["quiet_alone"]["p95_ms"] else None)
     errors = {n: results[n]["noisy_errors"] for n in ("fair", "fifo") if results[n]["noisy_errors"]}
-    return (f"# Fairness between tenants\n\nOne worker, {p['slots']} slots, fake engine ({p['tokens']} tokens a run at "
-            f"{p['step_seconds'] * 1000:.0f} ms a step); the noisy tenant keeps {p['backlog']} runs queued; each phase "
-            f"{p['seconds']:.0f} s; wall {p['wall_s']:.0f} s.\n\nQueue wait (admission to claim) of the quiet tenant, "
+    return (f"# Fairness between tenants\n\nOne worker, {p['slots']} slots (fair order: + its reserve threads), fake "
+            f"engine at {p['step_seconds'] * 1000:.0f} ms a token: noisy runs of {p['tokens']} tokens, quiet ones of "
+            f"{p['quiet_tokens']}; the noisy tenant keeps {p['backlog']} runs queued; each phase {p['seconds']:.0f} s; "
+            f"wall {p['wall_s']:.0f} s.\n\nQueue wait (admission to claim) of the quiet tenant, "
             f"which sends one run at a time:\n\n{waits}\n\nQuiet p95 beside the noisy tenant / alone, fair order: "
             f"{report.fmt(ratio, 2)}x (target: within 2x)\n\nThe noisy tenant's throughput:\n\n{tput}\n"
             + (f"\nnoisy refusals: {errors}\n" if errors else ""))
