@@ -55,6 +55,12 @@ def fair_clock(pool: str, tier: str) -> str:
     return f"fair:{pool}:{tier}:clock"
 
 
+def fair_bell(pool: str, tier: str) -> str:
+    """A short list pushed once per run recorded in one (pool, tier): a worker's reserve
+    threads block on it (BLPOP) instead of polling."""
+    return f"fair:{pool}:{tier}:bell"
+
+
 def fair_runs(pool: str, tier: str, tenant_id: int | str) -> str:
     """Sorted set of one tenant's runs waiting in one (pool, tier), scored by run id (oldest first).
     With `tenant_id=""` it is the prefix the pop script appends a tenant id to."""

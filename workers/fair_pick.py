@@ -3,12 +3,11 @@ message's tier (chatsite.runs.fair_queue), not necessarily the run the message n
 
 A worker runs WORKER_SLOTS + WORKER_RESERVE_SLOTS threads, and no tenant holds more than
 WORKER_SLOTS of its fair-picked runs at once: a tenant that fills the slots alone keeps
-the throughput it had, and the reserve threads wait (polling the fair queue) for another
+the throughput it had, and the reserve threads wait (blocked on the fair queue's bell) for another
 tenant's run, which then starts at once instead of after one of the first tenant's ends.
 """
 import logging
 import threading
-import time
 from collections import Counter
 
 from celery.exceptions import Reject
@@ -24,8 +23,9 @@ log = logging.getLogger(__name__)
 
 # Finished or held runs a wake-up may pop (and drop) before it gives up; the rest wait for later wake-ups.
 MAX_SKIPS = 50
-# How often a reserve thread looks for a run of a tenant under its cap.
-PARK_POLL_SECONDS = 0.02
+# A reserve thread wakes when a run is recorded, and at least this often (a place under a cap frees
+# when one of this worker's runs ends, which rings no bell).
+PARK_SECONDS = 0.25
 
 
 class _Held:
@@ -74,7 +74,7 @@ def generate_next(rt: Runtime, *, tier: str, woken_by: int) -> str:
         if picked == fair_queue.WAIT:
             if rt.draining:
                 raise Reject("this worker is draining", requeue=True)
-            time.sleep(PARK_POLL_SECONDS)
+            fair_queue.wait_for_push(pool=pool, tier=tier, timeout=PARK_SECONDS)
             continue
         try:
             outcome = _serve(rt, tier, picked)

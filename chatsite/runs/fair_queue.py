@@ -27,14 +27,21 @@ from django.conf import settings
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 
-# KEYS[1] = the tenant's runs, KEYS[2] = the rotation, KEYS[3] = the clock; ARGV = run id, tenant id.
+BELL_MAX = 64  # rings kept while no reserve thread listens (each wakes one, which then finds what there is)
+
+# KEYS[1] = the tenant's runs, KEYS[2] = the rotation, KEYS[3] = the clock, KEYS[4] = the bell;
+# ARGV = run id, tenant id.
 _PUSH = """
 local added = redis.call('zadd', KEYS[1], 'NX', ARGV[1], ARGV[1])
 if not redis.call('zscore', KEYS[2], ARGV[2]) then
   redis.call('zadd', KEYS[2], tonumber(redis.call('get', KEYS[3]) or '0'), ARGV[2])
 end
+if added == 1 then
+  redis.call('lpush', KEYS[4], ARGV[2])
+  redis.call('ltrim', KEYS[4], 0, BELL_MAX - 1)
+end
 return added
-"""
+""".replace("BELL_MAX", str(BELL_MAX))
 
 # KEYS[1] = the rotation, KEYS[2] = the clock; ARGV[1] = the tenants' runs key prefix, ARGV[2..] =
 # tenants to pass over (at their cap on the asking worker). A tenant whose set is empty (its runs
@@ -100,8 +107,14 @@ def push(*, pool: str, tier: str, tenant_id: int, run_id: int) -> bool:
     """Record a run as waiting in (pool, tier); False if it already was. The caller
     sends the run's wake-up message after this (never before: a wake-up must find it)."""
     keys = [redis_keys.fair_runs(pool, tier, tenant_id), redis_keys.fair_tenants(pool, tier),
-            redis_keys.fair_clock(pool, tier)]
+            redis_keys.fair_clock(pool, tier), redis_keys.fair_bell(pool, tier)]
     return bool(_script(_PUSH)(keys=keys, args=[run_id, tenant_id]))
+
+
+def wait_for_push(*, pool: str, tier: str, timeout: float) -> bool:
+    """Block until a run is recorded in (pool, tier) (or one was while nobody listened),
+    at most `timeout` seconds; whether one was."""
+    return get_redis().blpop([redis_keys.fair_bell(pool, tier)], timeout=timeout) is not None
 
 
 WAIT = "wait"  # pop's answer when only tenants passed over have runs waiting

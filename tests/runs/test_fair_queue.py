@@ -115,3 +115,14 @@ def test_a_tenant_passed_over_keeps_its_turn_and_only_its_runs_waiting_answers_w
     assert fair_queue.depths(pool=pool, tier=TIER) == {1: 2}  # nothing of tenant 1's was taken
     assert drain(pool) == [(1, 10), (1, 11)]
     assert fair_queue.pop(pool=pool, tier=TIER, skip=["1"]) is None  # nothing waits at all
+
+
+def test_a_recorded_run_rings_the_bell_a_waiting_thread_blocks_on(pool):
+    import time
+
+    started = time.monotonic()
+    assert not fair_queue.wait_for_push(pool=pool, tier=TIER, timeout=0.2)  # nothing recorded: it times out
+    assert time.monotonic() - started >= 0.15
+    push(pool, 1, 10, 10)  # the second push records nothing and rings nothing
+    assert fair_queue.wait_for_push(pool=pool, tier=TIER, timeout=1)
+    assert not fair_queue.wait_for_push(pool=pool, tier=TIER, timeout=0.1)

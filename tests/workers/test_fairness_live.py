@@ -16,7 +16,8 @@ POOL, SLOTS, FLOOD = "fair-live", 2, 20
 
 
 def _pool():
-    return PoolFactory(name=POOL, max_output_tokens=512)
+    # this test is about order, not shedding: a flood's expected wait is never refused
+    return PoolFactory(name=POOL, max_output_tokens=512, max_queue_wait_seconds=100000)
 
 
 @pytest.fixture(scope="module")
