@@ -20,7 +20,7 @@ from bench import common, report
 from bench.platform_stack import Stack
 
 STEP_SECONDS = 0.05  # a token every 50 ms: a noisy run of 40 tokens holds its slot ~2 s
-QUIET_ALONE_RUNS = 20
+QUIET_ALONE_RUNS = 40
 
 
 class Tenant:
