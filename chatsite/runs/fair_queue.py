@@ -19,6 +19,10 @@ What keeps every run served exactly once:
 - popping removes the run, and the claim (chatsite.runs.services.claim) decides
   whether it is served: a popped run that is finished or held is skipped and the
   worker pops the next one. A cancelled run is removed (`remove`), or skipped when popped.
+
+A worker may ask the pop to pass over tenants (those holding their cap of its runs,
+workers.fair_pick); when only those have runs waiting the pop answers WAIT, and the
+asking thread blocks on the (pool, tier)'s bell, which every run recorded rings once.
 """
 from dataclasses import dataclass
 
