@@ -273,7 +273,7 @@ def plot(results: dict) -> None:
     right.set_xticks(range(2), names)
     right.set_ylabel("noisy tenant's runs finished per second")
     right.set_title("noisy tenant's throughput")
-    right.legend()
+    right.legend(loc="lower center")
     fig.tight_layout()
     fig.savefig(common.OUT / "fairness.png", dpi=110)
 
