@@ -176,10 +176,11 @@ def second_tenant(stack: Stack) -> tuple[str, str]:
     return slug, key
 
 
-def start(stack: Stack, fair: bool, slots: int):
+def start(stack: Stack, fair: bool, slots: int, reserve: int | None):
     web, url = stack.start_web(CHATSITE_FAIR_QUEUE=int(fair))
+    extra = {} if reserve is None else {"CHATSITE_WORKER_RESERVE_SLOTS": reserve}
     worker = stack.start_worker(f"fair{int(fair)}", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=STEP_SECONDS,
-                                CHATSITE_WORKER_SLOTS=slots, CHATSITE_FAIR_QUEUE=int(fair))
+                                CHATSITE_WORKER_SLOTS=slots, CHATSITE_FAIR_QUEUE=int(fair), **extra)
     return [web, worker], url
 
 
@@ -190,6 +191,9 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=16, help="the worker's slots (runs at once)")
     ap.add_argument("--tokens", type=int, default=40, help="tokens per noisy run (fake engine)")
     ap.add_argument("--quiet-tokens", type=int, default=4, help="tokens per quiet run")
+    ap.add_argument("--reserve", type=int, default=None, help="CHATSITE_WORKER_RESERVE_SLOTS (default: the setting's)")
+    ap.add_argument("--orders", default="fair,fifo", help="which orders to measure, of fair,fifo")
+    ap.add_argument("--tag", default="", help="suffix of the output files")
     a = ap.parse_args()
     started = time.monotonic()
     stack = Stack(db_name="bench_fairness")
@@ -201,8 +205,8 @@ def main() -> None:
         quiet_slug, quiet_key = second_tenant(stack)
         noisy_t = Tenant(stack, "demo", "demo", noisy_key, 2 * (a.backlog + int(20 * (4 * a.seconds + 60))))
         quiet_t = Tenant(stack, quiet_slug, "quiet", quiet_key, 2 * QUIET_ALONE_RUNS + int(a.seconds * 40))
-        for fair in (True, False):
-            procs, url = start(stack, fair, a.slots)
+        for fair in [name == "fair" for name in a.orders.split(",")]:
+            procs, url = start(stack, fair, a.slots, a.reserve)
             print(f"{'fair' if fair else 'fifo'} order ...", flush=True)
             results["fair" if fair else "fifo"] = mode(stack, url, noisy_t, quiet_t, a)
             for proc in procs:
@@ -212,17 +216,20 @@ def main() -> None:
     finally:
         stack.stop()
     results["params"] = {**vars(a), "step_seconds": STEP_SECONDS, "wall_s": time.monotonic() - started}
-    common.write_json("fairness.json", results)
+    tag = f"_{a.tag}" if a.tag else ""
+    common.write_json(f"fairness{tag}.json", results)
     text = render(results)
-    (common.OUT / "fairness.md").write_text(text + "\n")
-    plot(results)
+    (common.OUT / f"fairness{tag}.md").write_text(text + "\n")
+    if "fair" in results and "fifo" in results:
+        plot(results, common.OUT / f"fairness{tag}.png")
     print(text)
 
 
 def render(results: dict) -> str:
     p = results["params"]
+    orders = [name for name in ("fair", "fifo") if name in results]
     rows = []
-    for name in ("fair", "fifo"):
+    for name in orders:
         r = results[name]
         for phase in ("quiet_alone", "quiet_beside_noisy"):
             s = r[phase]
@@ -230,12 +237,12 @@ def render(results: dict) -> str:
     waits = report.table(["order", "quiet tenant", "runs", "wait p50 ms", "wait p95 ms", "wait max ms"], rows)
     tput = report.table(["order", "noisy runs/s, quiet idle", "noisy runs/s, quiet sending", "load avg"],
                         [[n, results[n]["noisy_runs_per_s_quiet_idle"], results[n]["noisy_runs_per_s_beside_quiet"],
-                          results[n]["load_avg"]] for n in ("fair", "fifo")])
-    fair = results["fair"]
+                          results[n]["load_avg"]] for n in orders])
+    fair = results.get("fair")
     ratio = (fair["quiet_beside_noisy"]["p95_ms"] / fair["quiet_alone"]["p95_ms"]
-             if fair["quiet_alone"]["p95_ms"] else None)
-    errors = {n: results[n]["noisy_errors"] for n in ("fair", "fifo") if results[n]["noisy_errors"]}
-    return (f"# Fairness between tenants\n\nOne worker, {p['slots']} slots (fair order: + its reserve threads), fake "
+             if fair and fair["quiet_alone"]["p95_ms"] else None)
+    errors = {n: results[n]["noisy_errors"] for n in orders if results[n]["noisy_errors"]}
+    return (f"# Fairness between tenants\n\nOne worker, {p['slots']} slots (fair order: + {report.fmt(p['reserve'])} reserve threads; - is the setting's 2), fake "
             f"engine at {p['step_seconds'] * 1000:.0f} ms a token: noisy runs of {p['tokens']} tokens, quiet ones of "
             f"{p['quiet_tokens']}; the noisy tenant keeps {p['backlog']} runs queued; each phase {p['seconds']:.0f} s; "
             f"wall {p['wall_s']:.0f} s.\n\nQueue wait (admission to claim) of the quiet tenant, "
@@ -244,7 +251,7 @@ def render(results: dict) -> str:
             + (f"\nnoisy refusals: {errors}\n" if errors else ""))
 
 
-def plot(results: dict) -> None:
+def plot(results: dict, path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -275,7 +282,7 @@ def plot(results: dict) -> None:
     right.set_title("noisy tenant's throughput")
     right.legend(loc="lower center")
     fig.tight_layout()
-    fig.savefig(common.OUT / "fairness.png", dpi=110)
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
