@@ -152,6 +152,14 @@ def waiting(runs) -> dict[int, bool]:
     return {run.pk: score is not None for run, score in zip(runs, pipe.execute())}
 
 
+def tenants_waiting(pool_tiers) -> list[int]:
+    """For each (pool, tier), how many tenants have runs waiting, in one round trip."""
+    pipe = get_redis().pipeline(transaction=False)
+    for pool, tier in pool_tiers:
+        pipe.zcard(redis_keys.fair_tenants(pool, tier))
+    return pipe.execute()
+
+
 def depths(*, pool: str, tier: str) -> dict[int, int]:
     """Runs waiting per tenant in (pool, tier) (the rotation's tenants only)."""
     r = get_redis()
