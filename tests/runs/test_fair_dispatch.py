@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import pytest
 import redis
-from django.test import override_settings
 from django.conf import settings
+from django.test import override_settings
 from django.utils import timezone
 
 from chatsite.redis_client import get_redis

@@ -1,6 +1,5 @@
 """Fairness on the live stack: daphne, a real Celery worker with two slots and the fake
 engine. A tenant that floods a pool does not make another tenant's run wait behind it."""
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
