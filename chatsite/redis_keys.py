@@ -44,6 +44,29 @@ def run_redispatch_guard(run_id: int) -> str:
     return f"run:{run_id}:redispatch"
 
 
+def fair_tenants(pool: str, tier: str) -> str:
+    """Sorted set of the tenants with runs waiting in one (pool, tier), scored by the
+    virtual time of each one's next turn (chatsite.runs.fair_queue)."""
+    return f"fair:{pool}:{tier}:tenants"
+
+
+def fair_clock(pool: str, tier: str) -> str:
+    """The virtual time of the last turn served in one (pool, tier): a tenant with new work starts there."""
+    return f"fair:{pool}:{tier}:clock"
+
+
+def fair_bell(pool: str, tier: str) -> str:
+    """A short list pushed once per run recorded in one (pool, tier): a worker's reserve
+    threads block on it (BLPOP) instead of polling."""
+    return f"fair:{pool}:{tier}:bell"
+
+
+def fair_runs(pool: str, tier: str, tenant_id: int | str) -> str:
+    """Sorted set of one tenant's runs waiting in one (pool, tier), scored by run id (oldest first).
+    With `tenant_id=""` it is the prefix the pop script appends a tenant id to."""
+    return f"fair:{pool}:{tier}:runs:{tenant_id}"
+
+
 def tenant_rate(tenant_id: int, minute: int) -> str:
     """Requests a tenant made in one wall-clock minute."""
     return f"tenant:{tenant_id}:rpm:{minute}"

@@ -215,6 +215,9 @@ CHATSITE.update({
     "FAKE_STEP_SECONDS": float(os.environ.get("CHATSITE_FAKE_STEP_SECONDS", "0.01")),
     # Runs one worker process holds at once (Celery threads sharing its one engine).
     "WORKER_SLOTS": int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
+    # With the fair queue, threads a worker keeps beyond WORKER_SLOTS for tenants holding fewer than
+    # WORKER_SLOTS of its runs: one tenant filling the slots never makes another wait for a slot.
+    "WORKER_RESERVE_SLOTS": int(os.environ.get("CHATSITE_WORKER_RESERVE_SLOTS", "2")),
     # A queue message unacknowledged this long is delivered again (a dead worker's runs).
     "VISIBILITY_TIMEOUT_SECONDS": int(os.environ.get("CHATSITE_VISIBILITY_TIMEOUT", "3600")),
     # How often beat sweeps for runs whose lease lapsed.
@@ -227,6 +230,9 @@ CHATSITE.update({
     "COALESCE_SECONDS": float(os.environ.get("CHATSITE_COALESCE_MS", "20")) / 1000,
     # Prefix-cache affinity: a chat's next turn goes to the worker that holds its prefix.
     "AFFINITY": os.environ.get("CHATSITE_AFFINITY", "1") != "0",
+    # Fair ordering between tenants within a pool's tier (chatsite/runs/fair_queue.py) and a
+    # per-tenant share of its queue limit; "0" falls back to FIFO and a pool-wide limit.
+    "FAIR_QUEUE": os.environ.get("CHATSITE_FAIR_QUEUE", "1") != "0",
     # On a CPU host, bind vLLM's engine-core process to its model worker's cores.
     "COLOCATE_ENGINE_CORE": os.environ.get("CHATSITE_COLOCATE_ENGINE_CORE", "1") != "0",
 })

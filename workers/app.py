@@ -22,7 +22,9 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     # One engine serves many runs at once: each run's task waits on a thread.
     worker_pool="threads",
-    worker_concurrency=settings.CHATSITE["WORKER_SLOTS"],
+    # (and, with the fair queue, a few reserve threads for tenants under their cap: workers.fair_pick)
+    worker_concurrency=settings.CHATSITE["WORKER_SLOTS"]
+    + (settings.CHATSITE["WORKER_RESERVE_SLOTS"] if settings.CHATSITE["FAIR_QUEUE"] else 0),
     task_create_missing_queues=True,
     task_default_queue=MAINTENANCE,
     task_ignore_result=True,

@@ -8,7 +8,7 @@ from django.db import connection
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_pin
-from chatsite.runs.services import run_claim, run_end, run_finalize, run_release
+from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
 from inference.types import GenerationRequest
@@ -25,6 +25,15 @@ TIER_PRIORITY = {GenerationRun.Tier.INTERACTIVE: 0, GenerationRun.Tier.BATCH: 10
 def generate(rt: Runtime, run_id: int) -> str:
     """Generate (or continue) one run. Returns what happened; does nothing for a run
     that is finished or that another live attempt holds (the task is idempotent)."""
+    claim, since = claim_timed(rt, run_id)
+    if claim is None:
+        return finish_unclaimed(run_id)
+    return generate_claimed(rt, claim, since=since)
+
+
+def claim_timed(rt: Runtime, run_id: int) -> tuple[Claim | None, float]:
+    """run_claim (retried while Postgres is away), and a monotonic time no later than
+    the lease it took was set: the heartbeat's lease watch counts from it."""
     tried_at = 0.0
 
     def claim_run():
@@ -32,14 +41,23 @@ def generate(rt: Runtime, run_id: int) -> str:
         tried_at = time.monotonic()  # the lease this try takes starts no earlier
         return run_claim(run_id=run_id, worker=rt.worker_name)
 
-    claim = with_db_retry(claim_run)
-    if claim is None:
-        if stream_log.has_ended(run_id):  # ended, but its worker died before saving it
-            with_db_retry(run_finalize, run_id=run_id)
-            return "finalized"
-        return "skipped"
-    run = claim.run
-    rt.heartbeat.hold(run_id, claim.lease_token, since=tried_at)
+    return with_db_retry(claim_run), tried_at
+
+
+def finish_unclaimed(run_id: int) -> str:
+    """A run this worker could not claim: finalized if its stream ended but its worker
+    died before saving it, else skipped (finished, or another live attempt holds it)."""
+    if stream_log.has_ended(run_id):
+        with_db_retry(run_finalize, run_id=run_id)
+        return "finalized"
+    return "skipped"
+
+
+def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
+    """Generate a run this worker has just claimed (its lease taken no earlier than
+    `since`); releases the claim at the end."""
+    run, run_id = claim.run, claim.run.pk
+    rt.heartbeat.hold(run_id, claim.lease_token, since=since)
     try:
         affinity_pin(chat_id=run.chat_id, worker=rt.worker_name)
         outcome = _generate_claimed(rt, run, claim.lease_token)
@@ -48,7 +66,7 @@ def generate(rt: Runtime, run_id: int) -> str:
         run_release(run_id=run_id, lease_token=claim.lease_token)
     if outcome == stream_writer.HANDED_BACK:
         # Only now that our lease is gone can another worker claim it; the router
-        # sends it to the pool queue since this worker is draining.
+        # sends it to the pool queue (and the fair queue) since this worker is draining.
         run_dispatch(run)
     return outcome
 

@@ -86,6 +86,7 @@ class Heartbeat:
         return {
             "pool": self.rt.pool.name, "ready": int(stats.ready), "draining": int(self.rt.draining),
             "running": stats.running, "waiting": stats.waiting, "active_runs": self.rt.host.num_active,
+            "slots": settings.CHATSITE["WORKER_SLOTS"],
             "kv_cache_usage": round(stats.kv_cache_usage, 4),
             "prefix_cache_hit_rate": round(stats.prefix_cache_hit_rate, 4),
             "prefix_cache_queries": stats.prefix_cache_queries, "prefix_cache_hits": stats.prefix_cache_hits,

@@ -24,14 +24,19 @@ def _forget_queries(**_) -> None:
 
 
 @app.task(name=GENERATE_TASK, acks_late=True, reject_on_worker_lost=True)
-def generate_run(run_id: int) -> str:
-    """Generate one run on this worker's engine. Idempotent: safe to deliver twice."""
+def generate_run(run_id: int, tier: str | None = None) -> str:
+    """Generate one run on this worker's engine. Idempotent: safe to deliver twice.
+    With `tier` the message is a wake-up: it serves the fair next run of this worker's
+    pool and that tier (workers.fair_pick); without, the run it names."""
+    from workers.fair_pick import generate_next
     from workers.generation import generate
 
     rt = runtime.current()
     if rt is None or rt.draining:
         raise Reject("this worker has no engine taking work", requeue=True)
-    return generate(rt, int(run_id))
+    if tier is None:
+        return generate(rt, int(run_id))
+    return generate_next(rt, tier=tier, woken_by=int(run_id))
 
 
 @app.task(name="workers.sweep_runs")

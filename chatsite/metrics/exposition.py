@@ -10,7 +10,7 @@ from chatsite.metrics.counters import LATENCY_BUCKETS_MS, read_counter, read_his
 from chatsite.metrics.persistence import persistence_lines
 from chatsite.pools.health import live_workers
 from chatsite.pools.models import ModelPool
-from chatsite.runs import queues
+from chatsite.runs import fair_queue, queues
 from chatsite.runs.models import GenerationRun
 
 WORKER_GAUGES = {
@@ -42,6 +42,14 @@ def _queue_depths(pools) -> Iterator[str]:
         pipe.llen(queues.pool_queue(pool, tier))
     for (pool, tier), depth in zip(names, pipe.execute()):
         yield f"chatsite_queue_depth{_labels(pool=pool, tier=tier)} {depth}"
+
+
+def _fair_tenants(pools) -> Iterator[str]:
+    yield from _meta("chatsite_fair_queue_tenants", "gauge",
+                     "tenants with runs waiting in a pool's tier (served round robin: chatsite/runs/fair_queue.py)")
+    names = [(p.name, tier) for p in pools for tier in queues.TIERS]
+    for (pool, tier), tenants in zip(names, fair_queue.tenants_waiting(names)):
+        yield f"chatsite_fair_queue_tenants{_labels(pool=pool, tier=tier)} {tenants}"
 
 
 def _runs(pools) -> Iterator[str]:
@@ -132,6 +140,6 @@ def _counters(pools) -> Iterator[str]:
 def render() -> str:
     pools = list(ModelPool.objects.filter(enabled=True))
     workers = live_workers()
-    lines = [*_queue_depths(pools), *_queue_age(pools), *_runs(pools), *_histograms(pools), *_pools(pools, workers),
+    lines = [*_queue_depths(pools), *_fair_tenants(pools), *_queue_age(pools), *_runs(pools), *_histograms(pools), *_pools(pools, workers),
              *_workers(workers), *_counters(pools), *persistence_lines()]
     return "\n".join(lines) + "\n"

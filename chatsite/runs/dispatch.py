@@ -1,7 +1,7 @@
 """Handing a committed run to Celery."""
 import logging
 
-from chatsite.runs import queues
+from chatsite.runs import fair_queue, queues
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import queue_for
 
@@ -24,12 +24,34 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
     """Send the generation task. Called after commit, so a worker never sees a run
     that is not in Postgres. If the broker is down the run stays queued and the
     beat sweep dispatches it again. `affinity=False` skips the pinned worker (the
-    sweep re-dispatching a run whose worker died)."""
+    sweep re-dispatching a run whose worker died).
+
+    A run for a pool queue is first recorded in the fair queue (chatsite.runs.fair_queue):
+    its message is then a wake-up for the fair next run of its (pool, tier). A run pinned
+    to a worker (a chat's next turn, its prefix cached there) is served by its message
+    directly, as is one the fair queue could not record (Redis failing for a moment)."""
     from chatsite.celery import app
 
-    queue = queue_for(run) if affinity else queues.pool_queue(run.pool.name, run.tier)
+    pool_queue = queues.pool_queue(run.pool.name, run.tier)
+    queue = queue_for(run) if affinity else pool_queue
+    kwargs = {}
+    if queue == pool_queue and fair_queue.enabled():
+        try:
+            fair_queue.push(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
+            kwargs = {"tier": str(run.tier)}
+        except Exception:
+            log.exception("run %s: the fair queue did not record it; its message serves it directly", run.pk)
     try:
-        app.send_task(queues.GENERATE_TASK, args=[run.pk], queue=queue, ignore_result=True,
+        app.send_task(queues.GENERATE_TASK, args=[run.pk], kwargs=kwargs, queue=queue, ignore_result=True,
                       result_cls=_Sent, add_to_parent=False)
     except Exception:
         log.exception("run %s: dispatch to %s failed; the sweep will retry", run.pk, queue)
+        if kwargs:  # no wake-up was sent for it: it must not take another run's
+            _forget(run)
+
+
+def _forget(run: GenerationRun) -> None:
+    try:
+        fair_queue.remove(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
+    except Exception:
+        log.exception("run %s: could not take it out of the fair queue; the sweep re-sends it", run.pk)

@@ -7,7 +7,8 @@ import pytest
 from chatsite.quotas.models import TenantQuota
 from chatsite.redis_client import get_redis
 from chatsite.runs import queues
-from tests.factories import ChatFactory, queueing_pool
+from chatsite.tenancy.services import api_key_create
+from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import post_message, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,5 +50,17 @@ def test_queue_depth_counts_the_runs_waiting_in_each_tier(live_url, tenant, user
         text = httpx.get(f"{live_url}/metrics").text
         assert metric(text, "chatsite_queue_depth", pool="qd-pool", tier="interactive") == 2
         assert metric(text, "chatsite_queue_depth", pool="qd-pool", tier="batch") == 1
+        assert metric(text, "chatsite_fair_queue_tenants", pool="qd-pool", tier="interactive") == 1
+        other = TenantFactory()
+        other_user = UserFactory(tenant=other)
+        _, secret = api_key_create(user=other_user, tenant=other, name="other")
+        chat = ChatFactory(tenant=other, owner=other_user, pool=pool)
+        resp = httpx.post(f"{live_url}/api/chats/{chat.pk}/messages/", headers={"Authorization": f"Bearer {secret}"},
+                          json={"content": "wait"})
+        assert resp.status_code == 202, resp.text
+        text = httpx.get(f"{live_url}/metrics").text
+        assert metric(text, "chatsite_fair_queue_tenants", pool="qd-pool", tier="interactive") == 2
+        assert metric(text, "chatsite_fair_queue_tenants", pool="qd-pool", tier="batch") == 1
     finally:
-        get_redis().delete(*(queues.pool_queue("qd-pool", tier) for tier in queues.TIERS))
+        r = get_redis()
+        r.delete(*(queues.pool_queue("qd-pool", tier) for tier in queues.TIERS), *(r.keys("fair:qd-pool:*") or ["-"]))

@@ -45,3 +45,60 @@ def test_http_answer_is_503_with_retry_after(client, tenant, user):
     resp = client.post(f"/api/chats/{b.pk}/messages/", {"content": "hi"}, content_type="application/json")
     assert resp.status_code == 503 and int(resp["Retry-After"]) >= 1
     assert resp.json()["error"]["code"] == "overloaded"
+
+
+def test_a_tenant_at_its_share_of_a_full_queue_is_refused_and_another_is_admitted(tenant, user):
+    from tests.factories import TenantFactory, UserFactory
+
+    pool = queueing_pool("shared-queue", max_queued_runs=4)
+    other = TenantFactory()
+    other_user = UserFactory(tenant=other)
+    for i in range(4):  # the noisy tenant fills the whole queue: idle capacity goes to whoever asks
+        run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content=f"flood {i}")
+    with pytest.raises(Overloaded) as info:
+        run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="one more")
+    assert "4 requests waiting" in info.value.message and "all of them are yours" in info.value.message
+    # the quiet tenant holds less than its share (4 / 2 tenants): admitted though the pool is over its limit
+    quiet = [run_submit(chat=ChatFactory(tenant=other, owner=other_user, pool=pool), content=f"quiet {i}")
+             for i in range(2)]
+    assert all(run.status == "queued" for run in quiet)
+    with pytest.raises(Overloaded) as info:  # the noisy tenant is still over its share
+        run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="one more")
+    assert "4 of them are yours" in info.value.message and "4 / 2 tenants waiting = 2" in info.value.message
+    with pytest.raises(Overloaded) as info:  # now it holds its share too
+        run_submit(chat=ChatFactory(tenant=other, owner=other_user, pool=pool), content="quiet 3")
+    assert "2 of them are yours" in info.value.message
+    assert GenerationRun.objects.filter(pool=pool, tenant=other).count() == 2
+
+
+def test_without_fair_ordering_a_full_queue_refuses_every_tenant(tenant, user, settings):
+    from tests.factories import TenantFactory, UserFactory
+
+    settings.CHATSITE = {**settings.CHATSITE, "FAIR_QUEUE": False}
+    pool = queueing_pool("fifo-queue", max_queued_runs=2)
+    for i in range(2):
+        run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content=f"flood {i}")
+    other = TenantFactory()
+    with pytest.raises(Overloaded):
+        run_submit(chat=ChatFactory(tenant=other, owner=UserFactory(tenant=other), pool=pool), content="quiet")
+
+
+def test_a_quiet_tenants_expected_wait_counts_its_turns_not_the_whole_queue(tenant, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import TenantFactory, UserFactory
+
+    pool = queueing_pool("busy-shared", max_queued_runs=100, max_queue_wait_seconds=150)
+    done = run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="finished one")
+    GenerationRun.objects.filter(pk=done.pk).update(status="completed", finished_at=timezone.now() - timedelta(seconds=5))
+    for i in range(3):  # 3 waiting at one finished run a minute: the noisy tenant's next would wait ~180 s
+        run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content=f"flood {i}")
+    with pytest.raises(Overloaded) as info:
+        run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="one too many")
+    assert "would wait about 180 s" in info.value.message
+    # the quiet tenant's run comes after one turn of the noisy tenant: ~60 s, within the limit
+    other = TenantFactory()
+    run = run_submit(chat=ChatFactory(tenant=other, owner=UserFactory(tenant=other), pool=pool), content="quiet")
+    assert run.status == "queued"

@@ -45,3 +45,18 @@ def end_stream(run_id: int, fields: dict) -> None:
         assert log.end(run_id=run_id, lease_token=claim.lease_token, fields=fields)
     finally:
         run_release(run_id=run_id, lease_token=claim.lease_token)
+
+
+def queued_messages(queue: str) -> list[tuple[list, dict]]:
+    """(args, kwargs) of the generation messages waiting in a Celery queue, oldest first
+    (kombu's Redis transport LPUSHes JSON envelopes whose body is base64 JSON)."""
+    import base64
+    import json
+
+    from chatsite.redis_client import get_redis
+
+    out = []
+    for raw in reversed(get_redis().lrange(queue, 0, -1)):
+        args, kwargs, _ = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        out.append((args, kwargs))
+    return out

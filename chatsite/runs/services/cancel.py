@@ -1,4 +1,5 @@
 """Cancel: the Stop button. Closing a tab is not a cancel."""
+from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.claim import run_claim, run_release
 from chatsite.runs.services.finalize import run_end
@@ -22,5 +23,7 @@ def run_cancel(*, run: GenerationRun) -> GenerationRun:
             run_end(run_id=run.pk, lease_token=claim.lease_token, fields=fields)
         finally:
             run_release(run_id=run.pk, lease_token=claim.lease_token)
+        # Ended: it leaves the fair queue (a worker that popped it meanwhile skips it: its claim fails).
+        fair_queue.remove(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
     run.refresh_from_db()
     return run

@@ -1,5 +1,12 @@
-"""Load shedding at the edge: refuse early with Retry-After, never a request that hangs."""
+"""Load shedding at the edge: refuse early with Retry-After, never a request that hangs.
+
+With fair ordering (chatsite.runs.fair_queue) each tenant holds a share of a pool's
+queue limit: over the limit, a tenant is refused only while it holds at least its
+share (the limit divided by the tenants with queued runs, itself included), so one
+tenant's flood never sheds another, and a lone tenant may still use the whole limit.
+Its expected wait is counted in its own turns, not behind every queued run."""
 import math
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models import Count, Q
@@ -7,35 +14,73 @@ from django.utils import timezone
 
 from chatsite.errors import Overloaded
 from chatsite.metrics.counters import count_shed
+from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
 
 RATE_WINDOW = timedelta(seconds=60)
 
 
-def expected_wait_seconds(pool) -> tuple[int, float | None]:
-    """(queued runs, expected seconds until a new run starts), from the pool's
-    completion rate over the last minute; None when it cannot be estimated yet."""
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    queued: int  # runs queued in the pool
+    mine: int  # ...of them the asking tenant's
+    tenants: int  # tenants with queued runs, the asking one included
+    finished: int  # runs the pool finished in the last RATE_WINDOW
+
+    def share(self, limit: int) -> float:
+        return limit / self.tenants
+
+    def ahead(self, fair: bool) -> int:
+        """Queued runs a new run of the tenant would wait for: all of them in FIFO order;
+        in fair order at most one turn of every other tenant per run of its own ahead."""
+        if not fair:
+            return self.queued
+        return min(self.queued, (self.mine + 1) * self.tenants - 1)
+
+    def wait_seconds(self, fair: bool) -> float | None:
+        """Expected seconds until a new run starts, from the finish rate; None when it cannot be told yet."""
+        ahead = self.ahead(fair)
+        if ahead == 0:
+            return 0.0
+        if self.finished == 0:
+            return None
+        return ahead / (self.finished / RATE_WINDOW.total_seconds())
+
+
+def pool_backlog(pool, tenant) -> Backlog:
+    """The pool's queue and finish rate, and the tenant's part of the queue, in one query."""
     queued_q = Q(status=GenerationRun.Status.QUEUED)
     finished_q = Q(finished_at__gte=timezone.now() - RATE_WINDOW)
-    counts = GenerationRun.objects.filter(queued_q | finished_q, pool=pool).aggregate(  # one query for both
-        queued=Count("pk", filter=queued_q), finished=Count("pk", filter=finished_q))
-    queued, finished = counts["queued"], counts["finished"]
-    if queued == 0:
-        return 0, 0.0
-    if finished == 0:
-        return queued, None
-    return queued, queued / (finished / RATE_WINDOW.total_seconds())
+    counts = GenerationRun.objects.filter(queued_q | finished_q, pool=pool).aggregate(
+        queued=Count("pk", filter=queued_q), finished=Count("pk", filter=finished_q),
+        mine=Count("pk", filter=queued_q & Q(tenant=tenant)),
+        tenants=Count("tenant", filter=queued_q, distinct=True))
+    tenants = counts["tenants"] + (0 if counts["mine"] else 1)
+    return Backlog(queued=counts["queued"], mine=counts["mine"], tenants=tenants, finished=counts["finished"])
 
 
-def shed_if_overloaded(pool) -> None:
-    """Raise Overloaded (503 + Retry-After) when the pool's queue is over its limits."""
-    queued, wait = expected_wait_seconds(pool)
-    if queued >= pool.max_queued_runs:
+def shed_if_overloaded(pool, tenant) -> None:
+    """Raise Overloaded (503 + Retry-After) when the pool's queue is over its limits:
+    over max_queued_runs while the tenant holds at least its share of it (all of it
+    without fair ordering), or when the tenant's expected wait is past max_queue_wait_seconds."""
+    fair = fair_queue.enabled()
+    backlog = pool_backlog(pool, tenant)
+    wait = backlog.wait_seconds(fair)
+    limit = pool.max_queued_runs
+    if backlog.queued >= limit and (not fair or backlog.mine >= backlog.share(limit)):
         count_shed(pool.name)
         retry = math.ceil(wait - pool.max_queue_wait_seconds) if wait else 10
-        raise Overloaded(f"model {pool.name!r} has {queued} requests waiting, the most it queues; "
-                         f"try again in a little while", retry_after=max(1, min(retry, 300)))
+        full = f"model {pool.name!r} has {backlog.queued} requests waiting, the most it queues"
+        if not fair:
+            why = f"{full}; try again in a little while"
+        elif backlog.tenants == 1:
+            why = f"{full}, and all of them are yours; try again when some of them have started"
+        else:
+            why = (f"{full}, and {backlog.mine} of them are yours, at least your share ({limit} / {backlog.tenants} "
+                   f"tenants waiting = {math.ceil(backlog.share(limit))}); try again when some of yours have started")
+        raise Overloaded(why, retry_after=max(1, min(retry, 300)))
     if wait is not None and wait > pool.max_queue_wait_seconds:
         count_shed(pool.name)
-        raise Overloaded(f"model {pool.name!r} is busy: a new request would wait about {math.ceil(wait)} s; "
+        whose = " behind your own and other tenants' turns" if fair and backlog.tenants > 1 else ""
+        raise Overloaded(f"model {pool.name!r} is busy: a new request would wait about {math.ceil(wait)} s{whose}; "
                          f"try again shortly", retry_after=max(1, min(math.ceil(wait - pool.max_queue_wait_seconds), 300)))

@@ -8,6 +8,7 @@ from django.utils import timezone
 from chatsite import redis_keys
 from chatsite.pools.health import live_workers
 from chatsite.redis_client import get_redis
+from chatsite.runs import fair_queue
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.claim import run_claim, run_release
@@ -24,7 +25,8 @@ REDISPATCH_GUARD_SECONDS = 15
 def runs_sweep() -> dict:
     """Finalize runs whose stream ended but whose worker died before saving; fail
     runs whose stream is broken (a gap in seq); dispatch again running runs no live
-    attempt holds, and queued runs whose task was lost. One run that cannot be
+    attempt holds, and queued runs whose task was lost or that the fair queue does not
+    hold (a pinned run its worker has not taken within PINNED_GRACE included). One run that cannot be
     handled is logged and skipped: it never stops the sweep. Returns counts."""
     r = get_redis()
     now = timezone.now()
@@ -33,8 +35,12 @@ def runs_sweep() -> dict:
     running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING, started_at__lt=now - lease_grace)
     queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - PINNED_GRACE)
     alive = live_workers()
-    stranded = [run for run in queued.select_related("pool")[:500]
-                if run.queued_at < now - QUEUED_GRACE or _pinned_to_dead_worker(r, run, alive)]
+    waiting = list(queued.select_related("pool")[:500])
+    # A queued run the fair queue does not hold has no wake-up to find it (its dispatch
+    # failed with Redis, or the worker that popped it died before its claim).
+    unrecorded = {pk for pk, held in fair_queue.waiting(waiting).items() if not held} if fair_queue.enabled() else ()
+    stranded = [run for run in waiting if run.queued_at < now - QUEUED_GRACE or run.pk in unrecorded
+                or _pinned_to_dead_worker(r, run, alive)]
     candidates = list(running.select_related("pool")[:500]) + stranded
     states = lease.states([run.pk for run in candidates])
     for run in candidates:
