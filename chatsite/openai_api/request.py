@@ -81,7 +81,8 @@ def _messages(value) -> list[dict]:
     return out
 
 
-def _flag(body: dict, name: str, default: bool = False) -> bool:
+def flag(body: dict, name: str, default: bool = False) -> bool:
+    """A true/false field of the body (absent: `default`); InvalidInput naming it otherwise."""
     value = body.get(name)
     if value is None:
         return default
@@ -128,11 +129,11 @@ def _common(body) -> tuple[str, bool, bool]:
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise InvalidInput("user must be a string", field="user")
-    stream = _flag(body, "stream")
+    stream = flag(body, "stream")
     options = body.get("stream_options")
     if options is not None and (not stream or not isinstance(options, dict)):
         raise InvalidInput("stream_options is only allowed with \"stream\": true, as an object", field="stream_options")
-    return model, stream, _flag(options or {}, "include_usage")
+    return model, stream, flag(options or {}, "include_usage")
 
 
 def parse_text_completion_request(body) -> CompletionRequest:

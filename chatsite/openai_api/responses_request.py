@@ -10,7 +10,7 @@ completions, vLLM's extra parameter `ignore_eos` is honoured."""
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
-from chatsite.openai_api.request import ROLES
+from chatsite.openai_api.request import ROLES, flag
 
 # Parameters that would change the reply: refused unless they ask for the default.
 UNSUPPORTED = {
@@ -76,15 +76,6 @@ def _items(value) -> list[dict]:
     return out
 
 
-def _flag(body: dict, name: str, default: bool) -> bool:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{name} must be true or false", field=name)
-    return value
-
-
 def _metadata(value) -> dict:
     if value is None:
         return {}
@@ -130,7 +121,7 @@ def parse_response_request(body) -> ResponseRequest:
         raise InvalidInput("model is required: a model id from GET /v1/models", field="model")
     items = _items(body.get("input"))
     _refusals(body)
-    stream = _flag(body, "stream", False)
+    stream = flag(body, "stream")
     if body.get("stream_options") is not None and not stream:
         raise InvalidInput("stream_options is only allowed with \"stream\": true", field="stream_options")
     sampling = {"max_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
@@ -138,5 +129,5 @@ def parse_response_request(body) -> ResponseRequest:
     return ResponseRequest(model=model, history=items[:-1], content=items[-1]["content"],
                            instructions=_optional_str(body, "instructions"),
                            previous_response_id=_optional_str(body, "previous_response_id"),
-                           stream=stream, background=_flag(body, "background", False),
+                           stream=stream, background=flag(body, "background"),
                            metadata=_metadata(body.get("metadata")), sampling=sampling)
