@@ -73,18 +73,18 @@ class EngineHost:
         self._thread.join(timeout)
 
     # --- requests ----------------------------------------------------------
-    def build_prompt(self, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "") -> PromptPlan:
+    def build_prompt(self, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
+                     carried: str = "") -> PromptPlan:
         """The prompt for `messages` through the model's chat template, newest turns
         that fit first; raises inference.prompt.PromptTooLong if even the last does not."""
         with self._tokenizer_lock:  # a fast tokenizer must not be used from two threads at once
             return assemble(self._backend.tokenizer, messages,
-                            max_prompt_tokens=max_prompt_tokens, continuation=continuation)
+                            max_prompt_tokens=max_prompt_tokens, continuation=continuation, carried=carried)
 
-    def build_raw_prompt(self, text: str, *, max_prompt_tokens: int, continuation: str = "") -> PromptPlan:
+    def build_raw_prompt(self, text: str, *, max_prompt_tokens: int, carried: str = "") -> PromptPlan:
         """The prompt for `text` as it is (no chat template); raises PromptTooLong if it does not fit."""
         with self._tokenizer_lock:
-            return encode_raw(self._backend.tokenizer, text, max_prompt_tokens=max_prompt_tokens,
-                              continuation=continuation)
+            return encode_raw(self._backend.tokenizer, text, max_prompt_tokens=max_prompt_tokens, carried=carried)
 
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; its output arrives at `on_step`, ending with a finished delta."""

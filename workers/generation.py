@@ -96,10 +96,10 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
     messages, prefix = run.prompt_snapshot, ""
     if run.raw_prompt:
         return rt.host.build_raw_prompt(messages[-1]["content"], max_prompt_tokens=max_prompt_tokens,
-                                        continuation=so_far)
+                                        carried=so_far)
     if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
         messages, prefix = messages[:-1], messages[-1]["content"]
-    return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix + so_far)
+    return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far)
 
 
 def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
@@ -135,15 +135,19 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
             f"room for with a reply of up to {remaining} tokens; shorten them or ask for fewer max_tokens")),
             "failed")
     capped = False
+    # What earlier attempts streamed is in this prompt (the engine carries on from it) but
+    # is billed once, as completion: the prompt billed is the rest.
+    prompt_tokens = len(plan.token_ids) - plan.num_carried_tokens
     if run.budget_cap is not None:  # the tenant's budget, counted with the real prompt length
-        allowed = run.budget_cap - len(plan.token_ids) - reply.completion_tokens
+        allowed = run.budget_cap - prompt_tokens - reply.completion_tokens
         capped = allowed < remaining
         remaining = min(remaining, allowed)
         if remaining <= 0:
-            return end(codec.done_fields(finish_reason="budget", prompt_tokens=len(plan.token_ids),
+            return end(codec.done_fields(finish_reason="budget", prompt_tokens=prompt_tokens,
                                          completion_tokens=reply.completion_tokens), "finalized")
     active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
-                       lease_token=lease_token, next_seq=reply.completion_tokens, budget_capped=capped)
+                       lease_token=lease_token, next_seq=reply.completion_tokens,
+                       prior_tokens=plan.num_carried_tokens, budget_capped=capped)
     rt.writer.register(active)
     try:
         rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,

@@ -45,6 +45,7 @@ class ActiveRun:
     request_id: str
     lease_token: str
     next_seq: int
+    prior_tokens: int = 0  # the prompt's tail that earlier attempts streamed: billed as completion only
     budget_capped: bool = False  # its length limit is the tenant's budget: "length" means "budget"
     cancel_requested: bool = False
     outcome: str = ""
@@ -190,7 +191,8 @@ class StreamWriter:
         reason = "cancelled" if last.finish_reason == "abort" else (last.finish_reason or "stop")
         if reason == "length" and run.budget_capped:
             reason = "budget"
-        return FINISHED, codec.done_fields(finish_reason=reason, prompt_tokens=last.num_prompt_tokens,
+        return FINISHED, codec.done_fields(finish_reason=reason,
+                                           prompt_tokens=max(0, last.num_prompt_tokens - run.prior_tokens),
                                            completion_tokens=run.next_seq)
 
     def _execute(self, writes: list[Write]) -> list[int]:

@@ -88,6 +88,9 @@ def test_sigterm_drains_and_hands_the_rest_over(fault_stack, fault_redis_client,
     saved = assert_nothing_lost(fault_redis_client, run["id"], result.text)
     assert saved.status == "completed" and saved.completion_tokens == 400 and saved.attempt == 2
     assert "drain" in proc.log_text()
+    # billed once: what attempt 1 streamed is completion, not prompt too (attempt 2's engine read it)
+    alone = post(base, auth, ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool).pk, max_tokens=5)
+    assert saved.prompt_tokens == wait_terminal(alone["id"]).prompt_tokens > 0
     replace_worker(fault_stack, holder)
 
 

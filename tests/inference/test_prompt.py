@@ -39,6 +39,16 @@ def test_oldest_turns_dropped_first_and_system_kept():
 def test_continuation_is_appended_after_the_generation_prompt():
     plan = assemble(TOK, turns(0), max_prompt_tokens=10_000, continuation="partial ans")
     assert TOK.decode(plan.token_ids).endswith("<|assistant|>\npartial ans")
+    assert plan.num_carried_tokens == 0  # a reply carried on is this run's prompt
+
+
+def test_what_earlier_attempts_streamed_follows_and_is_counted_apart():
+    alone = assemble(TOK, turns(0), max_prompt_tokens=10_000, continuation="partial ")
+    plan = assemble(TOK, turns(0), max_prompt_tokens=10_000, continuation="partial ", carried="answer so far")
+    assert TOK.decode(plan.token_ids).endswith("<|assistant|>\npartial answer so far")
+    both, reply = (len(TOK.encode(t, add_special_tokens=False)) for t in ("partial answer so far", "partial "))
+    assert plan.num_carried_tokens == both - reply  # encoded as one text, as the engine reads it
+    assert len(plan.token_ids) - plan.num_carried_tokens == len(alone.token_ids)  # the prompt billed
 
 
 def test_last_message_too_long_raises():
@@ -49,9 +59,9 @@ def test_last_message_too_long_raises():
 def test_a_raw_prompt_is_the_text_as_it_is_then_the_continuation():
     from inference.prompt import encode_raw
 
-    plan = encode_raw(TOK, "Once upon a time", max_prompt_tokens=100, continuation=" there was")
+    plan = encode_raw(TOK, "Once upon a time", max_prompt_tokens=100, carried=" there was")
     assert TOK.decode(plan.token_ids) == "Once upon a time there was"
-    assert (plan.num_messages_kept, plan.num_messages_dropped) == (1, 0)
+    assert (plan.num_messages_kept, plan.num_messages_dropped, plan.num_carried_tokens) == (1, 0, len(TOK.encode(" there was")))
     with pytest.raises(PromptTooLong):
         encode_raw(TOK, "x" * 31, max_prompt_tokens=10)
 
