@@ -81,24 +81,38 @@ def test_budget_exhausted_is_explained(chat_page: ChatPage):
 
 def test_a_reply_already_in_progress_is_shown_and_followed(chat_page: ChatPage, web_user):
     chat = _chat_on(web_user, "flagship")
+    chat_page.open_chat(chat.pk)
+    # another window starts a long reply in this chat: this page shows it and follows it live
+    started = chat_page.api("POST", f"/api/chats/{chat.pk}/messages/", {"content": "From elsewhere", **LONG_REPLY})
+    assert started["status"] == 202
+    other = started["data"]["run"]["id"]
+    expect(chat_page.article(other)).to_be_visible()
+    expect(chat_page.page.get_by_text("From elsewhere")).to_be_visible()
+    chat_page.wait_tokens(other, 5)  # streaming here, from the other window's run
+    chat_page.page.get_by_role("button", name="Stop generating").click()
+    assert chat_page.wait_settled(other)["status"] == "cancelled"
+    chat_page.send("Me too")
+    run_id = chat_page.wait_new_run(other)
+    chat_page.wait_settled(run_id)
+    assert saved_run(run_id).user_message.content == "Me too"
+
+
+def test_a_reply_in_progress_this_page_missed_is_refused_in_words(chat_page: ChatPage, web_user):
+    chat = _chat_on(web_user, "flagship")
     # this page's live connection is down, so it cannot learn of the other window's
     # reply before it sends: the server's refusal is what tells it
     chat_page.page.route(f"{chat_page.live_url}/events*", lambda route: route.abort())
     chat_page.open_chat(chat.pk)
-    # another window starts a long reply in this chat; this page does not know yet
     started = chat_page.api("POST", f"/api/chats/{chat.pk}/messages/", {"content": "From elsewhere", **LONG_REPLY})
     assert started["status"] == 202
     chat_page.send("Me too")
     notice = chat_page.notice()
     expect(notice).to_contain_text("A reply is already being written")
     other = started["data"]["run"]["id"]
-    expect(chat_page.article(other)).to_be_visible()  # attached to the run in progress
-    expect(chat_page.page.get_by_text("From elsewhere")).to_be_visible()
-    chat_page.page.get_by_role("button", name="Stop generating").click()
-    assert chat_page.wait_settled(other)["status"] == "cancelled"
-
+    assert chat_page.api("POST", f"/api/runs/{other}/cancel")["status"] == 200  # the other window stops it
+    saved_run(other)
     notice.get_by_role("button", name="Retry").click()
-    run_id = chat_page.wait_new_run(other)
+    run_id = chat_page.latest_run_id()
     chat_page.wait_settled(run_id)
     assert saved_run(run_id).user_message.content == "Me too"
 

@@ -51,7 +51,8 @@ def test_a_second_window_follows_messages_replies_and_the_sidebar(chat_page: Cha
     third_window.page.goto(chat_page.live_url + "/")
     third_link = third_window.page.locator(f'[data-chat-link="{chat_id}"]')
     expect(third_link).to_be_visible()
-    resp = chat_page.api("DELETE", f"/api/chats/{chat_id}/")
+    # deleted from the window on the home page: the two on the chat go home as it goes
+    resp = third_window.api("DELETE", f"/api/chats/{chat_id}/")
     assert resp["status"] == 204
     expect(third_link).to_have_count(0)  # gone from the list
     other.page.wait_for_url(chat_page.live_url + "/")  # the open chat was deleted: back to a new chat

@@ -84,8 +84,9 @@ def test_continue_a_reply_cut_at_the_length_limit_appends_to_it(chat_page: ChatP
 
     article.get_by_role("button", name="Continue this reply").click()
     second = chat_page.wait_new_run(first)
-    final = chat_page.wait_settled(second)
+    chat_page.wait_settled(second)
     run = saved_run(second)
+    final = chat_page.reply(second)
     assert run.assistant_message.content == final["text"] and final["text"].startswith(before)
     assert len(final["text"]) > len(before) and run.completion_tokens == 6
     expect(page.locator("article.msg-assistant")).to_have_count(1)  # the same reply grew

@@ -36,11 +36,26 @@ def test_turns_of_a_chat_stay_on_one_worker(live_url, second_worker, chat, auth)
     assert get_redis().get(redis_keys.chat_affinity(chat.pk)) == workers[0]  # the chat is pinned to it
 
 
-def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url, second_worker, chat, auth):
+@pytest.fixture
+def drained(stack_env, fake_workers):
+    """The workers a test drains; a drained worker takes nothing more, so the session's own
+    fake-flagship worker, if it was one, is started again for the tests that follow."""
+    names: list[str] = []
+    yield names
+    for i, proc in enumerate(fake_workers):
+        if proc.name == "worker-fake-flagship" and any(n.split("@")[0] == "fake-flagship" for n in names):
+            proc.stop()
+            fake_workers[i] = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake",
+                                                  "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                                                 pool="flagship", name="fake-flagship")
+
+
+def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url, second_worker, chat, auth, drained):
     run = post_message(live_url, auth, chat.pk, max_tokens=400, ignore_eos=True)  # ~4 s
     url = live_url + run["events_url"]
     first = read_events(url, headers=auth, max_events=5)
     holder = wait_for_worker(run["id"])
+    drained.append(holder)
     reply = app.control.broadcast("drain", arguments={"deadline": 0.5}, destination=[holder], reply=True, timeout=5)
     assert reply and "ok" in list(reply[0].values())[0]
     rest = read_events(url, headers=auth, last_event_id=first[-1].id, timeout=60)

@@ -119,8 +119,9 @@ def test_b_worker_paused_past_its_lease_then_resumed(hosts_stack, hosts_redis, c
                        fault_matrix, tokens=300, cut=lambda w: workers[w].signal(signal.SIGSTOP),
                        heal=lambda w: workers[w].signal(signal.SIGCONT))
     # Paused, its engine made nothing; what it made and never wrote is what its writer had not
-    # written yet at the pause (a loaded machine: a few hundred ms) and a step on waking, not the rest.
-    assert int(str(row.superseded_tokens).lstrip("<=")) < 100
+    # written yet at the pause and a step on waking, not the rest: a worker that ran on to the
+    # end would leave 280 (300 less the 20 it wrote). Measured: 2 to 47 here, 160 under CI's load.
+    assert int(str(row.superseded_tokens).lstrip("<=")) < 200
 
 
 def test_c_web_host_partitioned_mid_stream_client_resumes_on_the_other_web(hosts_stack, hosts_redis, chat, auth,
