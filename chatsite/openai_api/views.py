@@ -84,23 +84,23 @@ async def _authenticated(request, method: str):
 
 @openai_view
 async def chat_completions(request):
-    key, refused = await _authenticated(request, "POST")
-    if refused is not None:
-        return refused
-    return await ratelimit.add_headers(await _completion(request, key, parse_completion_request, wire.CHAT),
-                                       key.tenant)
+    return await _completion(request, parse_completion_request, wire.CHAT)
 
 
 @openai_view
 async def text_completions(request):
+    return await _completion(request, parse_text_completion_request, wire.TEXT)
+
+
+async def _completion(request, parse, shape: wire.ChatShape):
+    """Authenticate, then answer the completion; the tenant's rate-limit headers on every answer."""
     key, refused = await _authenticated(request, "POST")
     if refused is not None:
         return refused
-    return await ratelimit.add_headers(await _completion(request, key, parse_text_completion_request, wire.TEXT),
-                                       key.tenant)
+    return await ratelimit.add_headers(await _answer(request, key, parse, shape), key.tenant)
 
 
-async def _completion(request, key, parse, shape: wire.ChatShape):
+async def _answer(request, key, parse, shape: wire.ChatShape):
     req = None
     try:
         req = parse(json_body(request))
