@@ -31,6 +31,6 @@ application = BodyLimit(ProtocolTypeRouter({
 # Everything loaded so far (Django, the apps, DRF, the URLconf: hundreds of thousands of
 # objects) lives as long as the process. Frozen, the collector's full passes skip it, and
 # young collections run every 50,000 allocations instead of 700: the passes stalled
-# every open stream at once (bench.floor, daphne, 400 clients: p99 174 -> 68 ms).
+# every open stream at once (bench.floor, daphne, 400 clients: p99 182 -> 68 ms).
 gc.freeze()
 gc.set_threshold(50_000, 20, 20)
