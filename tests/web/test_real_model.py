@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.factories import ChatFactory
-from tests.web.pages import ChatPage, expect
+from tests.web.pages import ChatPage, expect, saved_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.vllm, pytest.mark.django_db(transaction=True)]
 
@@ -36,6 +36,8 @@ def test_the_real_model_answers_in_the_page(context, live_url, web_user, vllm_po
     code = reply.locator("pre code")
     expect(code.first).to_contain_text("def ")
     assert "reverse" in final["text"].lower() or "[::-1]" in final["text"], final["text"]
+    assert saved_run(run_id).assistant_message.content == final["text"]  # and saved before the test's rows go
     if os.environ.get("CHATSITE_SCREENSHOTS"):
         page.page.mouse.move(0, 0)
         page.page.screenshot(path=str(Path(os.environ["CHATSITE_SCREENSHOTS"]) / "real-model.png"))
+    page.page.close()  # nothing of the page (its live stream, its figures' poll) reads while the rows are flushed
