@@ -1,13 +1,17 @@
 """What one run costs the platform apart from its tokens: admission (the POST), the
 SSE setup, the claim, the engine hand-off and the finalize, in every process.
 
-    .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--profile] [--tag X]
+    .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--history N] [--root DIR]
+                                      [--profile] [--tag X]
 
 One-token runs on the fake engine (zero step time), `concurrency` clients each
 posting a message and reading its events to the end, over and over; the stack's
 Redis and Postgres are its own (bench/services.py), so their CPU is the platform's.
 Prints CPU per run by process (web, worker, Redis, Postgres, and the client), and
 with --profile writes py-spy profiles of the web and the worker under bench/out/.
+`--history N` first fills the runs table with N finished runs (spread over the last
+week), as a platform that has served a while has: a query whose cost grows with the
+table shows here. `--root DIR` runs another checkout's code (an A/B of a change).
 """
 import argparse
 import asyncio
@@ -18,6 +22,28 @@ import time
 from bench import common, report, sse_client
 from bench.arm_platform import Client
 from bench.platform_stack import Stack
+
+HISTORY_SQL = """
+with chat as (select id, tenant_id, pool_id from chats_chat where id = %(chat)s),
+msgs as (insert into chats_message (chat_id, depth, role, content, token_count, created_at)
+         select %(chat)s, 0, 'assistant', '', 1, now() from generate_series(1, %(n)s) returning id)
+insert into runs_generationrun (tenant_id, chat_id, user_message_id, assistant_message_id, pool_id, status, attempt,
+    tier, source, sampling, seed, max_tokens, prompt_snapshot, idempotency_key, worker, queued_at, started_at,
+    finished_at, prompt_tokens, completion_tokens, finish_reason, error, reserved_tokens, request_digest, raw_prompt)
+select chat.tenant_id, chat.id, msgs.id, msgs.id, chat.pool_id, 'completed', 1, 'interactive', 'api', '{}', 0, 1,
+    '[]', '', 'history', t, t, t, 1, 1, 'length', '', 0, '', false
+from chat, (select id, now() - interval '7 days' * random() - interval '5 minutes' as t from msgs) msgs
+"""
+
+
+def fill_history(stack, n: int) -> None:
+    """N finished runs of the bench pool in one chat of their own, then ANALYZE."""
+    if n <= 0:
+        return
+    chat = stack.make_chats(1)[0]
+    with stack.sql() as conn:
+        conn.execute(HISTORY_SQL, {"chat": chat, "n": n})
+        conn.execute("analyze")
 
 CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
@@ -62,13 +88,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=400)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--history", type=int, default=0)
+    ap.add_argument("--root", default=str(common.ROOT))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--tag", default="")
     a = ap.parse_args()
     tag = f"_{a.tag}" if a.tag else ""
-    stack = Stack(db_name="bench_per_run")
+    stack = Stack(db_name="bench_per_run", root=a.root)
     try:
         key = stack.seed()
+        fill_history(stack, a.history)
         web, url = stack.start_web()
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=0.0,
                                     CHATSITE_WORKER_SLOTS=a.concurrency + 8)
@@ -78,7 +107,9 @@ def main() -> None:
         stack.stop()
     common.write_json(f"per_run{tag}.json", data)
     rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
-    text = (f"{data['ok']} one-token runs ({a.concurrency} clients, fake engine), {data['runs_per_s']:.0f} runs/s, "
+    data.update(history=a.history, root=a.root)
+    text = (f"{data['ok']} one-token runs ({a.concurrency} clients, fake engine, {a.history} earlier runs in the "
+            f"table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "
             f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"
             + report.table(["process", "CPU ms per run"], rows)
             + f"\nplatform (web + worker + redis + postgres): {data['platform_ms_per_run']:.1f} ms per run"

@@ -59,7 +59,11 @@ class GenerationRun(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["tenant", "status"]), models.Index(fields=["pool", "status"])]
+        indexes = [models.Index(fields=["tenant", "status"]), models.Index(fields=["pool", "status"]),
+                   # Time windows: the finish rate (shedding, scaling), the arrival rate,
+                   # a tenant's month of usage. Without them each read scanned every run.
+                   models.Index(fields=["pool", "finished_at"]), models.Index(fields=["pool", "queued_at"]),
+                   models.Index(fields=["tenant", "queued_at"])]
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"],
