@@ -10,6 +10,9 @@ Every 10 s it samples the RSS and the open file descriptors of the web and of th
 worker's process tree; at the end it prints the samples, the growth per minute after
 the first two minutes (a least-squares slope), runs, tokens and errors, and writes
 bench/out/soak{tag}.{md,json,png}. A process that holds flat shows a slope near 0.
+It also samples the CPU of the web, the worker, Redis and Postgres (the stack's own
+servers) and prints each one's CPU per run in the first and the last 5 minutes: a
+cost that grows with the tables (a query scanning every run so far) shows as a rise.
 """
 import argparse
 import asyncio
@@ -46,6 +49,35 @@ def sample(pids: dict) -> dict:
     return out
 
 
+CPU_PROCS = ("web", "worker", "redis", "postgres")
+TREES = ("worker", "postgres")  # with their children, live and reaped
+
+
+def cpu_seconds(pids: dict) -> dict:
+    out = {}
+    for name in CPU_PROCS:
+        root = psutil.Process(pids[name])
+        procs = tree(pids[name]) if name in TREES else [root]
+        total = 0.0
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+                total += t.user + t.system + (t.children_user + t.children_system if proc is root else 0)
+            except psutil.NoSuchProcess:
+                pass
+        out[name] = total
+    return out
+
+
+def cpu_per_run(samples: list[dict], t_from: float, t_to: float) -> dict:
+    """CPU ms per run of each process between the samples nearest t_from and t_to."""
+    inside = [s for s in samples if t_from <= s["t"] <= t_to]
+    if len(inside) < 2 or inside[-1]["runs"] == inside[0]["runs"]:
+        return {}
+    runs = inside[-1]["runs"] - inside[0]["runs"]
+    return {k: 1000 * (inside[-1]["cpu"][k] - inside[0]["cpu"][k]) / runs for k in CPU_PROCS}
+
+
 def slope_per_minute(points: list[tuple[float, float]]) -> float | None:
     if len(points) < 3:
         return None
@@ -58,6 +90,7 @@ def slope_per_minute(points: list[tuple[float, float]]) -> float | None:
 
 async def drive(url: str, key: str, stack: Stack, clients: int, tokens: int, seconds: float, pids: dict) -> dict:
     samples, counts = [], {"runs": 0, "tokens": 0, "errors": 0}
+    mem_pids = {k: pids[k] for k in ("web", "worker")}
     end = time.monotonic() + seconds
     t0 = time.monotonic()
     async with sse_client.session(limit=0) as http:
@@ -76,14 +109,14 @@ async def drive(url: str, key: str, stack: Stack, clients: int, tokens: int, sec
 
         async def sampler():
             while time.monotonic() < end:
-                samples.append({"t": time.monotonic() - t0, **sample(pids), **counts})
+                samples.append({"t": time.monotonic() - t0, **sample(mem_pids), "cpu": cpu_seconds(pids), **counts})
                 print(f"[soak] {samples[-1]['t']:5.0f} s: " + ", ".join(
-                    f"{k} {samples[-1][k]['rss_mb']:.0f} MB {samples[-1][k]['fds']} fds" for k in pids)
+                    f"{k} {samples[-1][k]['rss_mb']:.0f} MB {samples[-1][k]['fds']} fds" for k in mem_pids)
                     + f"; {counts['runs']} runs, {counts['errors']} errors", flush=True)
                 await asyncio.sleep(SAMPLE_SECONDS)
 
         await asyncio.gather(sampler(), *(one() for _ in range(clients)))
-    samples.append({"t": time.monotonic() - t0, **sample(pids), **counts})
+    samples.append({"t": time.monotonic() - t0, **sample(mem_pids), "cpu": cpu_seconds(pids), **counts})
     return {"samples": samples, **counts}
 
 
@@ -93,14 +126,24 @@ def plot(data: dict, names, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    minutes = [s["t"] / 60 for s in data["samples"]]
+    fig, (ax, cx) = plt.subplots(1, 2, figsize=(12, 4))
+    samples = data["samples"]
+    minutes = [s["t"] / 60 for s in samples]
     for name in names:
-        ax.plot(minutes, [s[name]["rss_mb"] for s in data["samples"]], label=f"{name} RSS")
+        ax.plot(minutes, [s[name]["rss_mb"] for s in samples], label=f"{name} RSS")
     ax.set_xlabel("minutes")
     ax.set_ylabel("RSS (MB)")
     ax.grid(True, alpha=0.3)
     ax.legend()
+    step = 6  # one point a minute
+    for name in CPU_PROCS:
+        pts = [((b["t"]) / 60, 1000 * (b["cpu"][name] - a["cpu"][name]) / (b["runs"] - a["runs"]))
+               for a, b in zip(samples[::step], samples[step::step]) if b["runs"] > a["runs"]]
+        cx.plot([p[0] for p in pts], [p[1] for p in pts], label=name)
+    cx.set_xlabel("minutes")
+    cx.set_ylabel("CPU ms per run (per minute)")
+    cx.grid(True, alpha=0.3)
+    cx.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -123,7 +166,8 @@ def main() -> None:
         worker = stack.start_worker(a.engine, **env)
         names = ("web", "worker")
         data = asyncio.run(drive(url, key, stack, a.clients, a.tokens, 60 * a.minutes,
-                                 {"web": web.pid, "worker": worker.pid}))
+                                 {"web": web.pid, "worker": worker.pid, "redis": stack.redis_server.pid,
+                                  "postgres": stack.pg_server.pid}))
     finally:
         stack.stop()
     late = [s for s in data["samples"] if s["t"] >= 120]
@@ -136,6 +180,11 @@ def main() -> None:
             f"{data['runs']} runs, {data['tokens']} tokens, {data['errors']} errors\n"
             + report.table(["process", "RSS start MB", "RSS at 2 min", "RSS end MB", "MB/min after 2 min",
                             "fds start", "fds end"], rows))
+    end = data["samples"][-1]["t"]
+    first, last = cpu_per_run(data["samples"], 0, 300), cpu_per_run(data["samples"], end - 300, end)
+    if first and last:
+        text += "\n" + report.table(["process", "CPU ms per run, first 5 min", "last 5 min"],
+                                     [[k, first[k], last[k]] for k in CPU_PROCS])
     common.write_json(f"soak{tag}.json", data)
     (common.OUT / f"soak{tag}.md").write_text(text + "\n")
     plot(data, names, common.OUT / f"soak{tag}.png")
