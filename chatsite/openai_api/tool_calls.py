@@ -52,6 +52,7 @@ class ReplyReader:
         self._in_call = False
         self._after_call = False  # whitespace right after a call is not content
         self._pending_ws = ""  # trailing whitespace held back: it is not content if a call follows
+        self._ws_before_block = ""
         self.num_calls = 0
 
     def feed(self, text: str) -> list:
@@ -118,7 +119,7 @@ class ReplyReader:
             start = self._buf.find(OPEN)
             if start >= 0:
                 self._text(self._buf[:start], out)
-                self._pending_ws = ""
+                self._ws_before_block, self._pending_ws = self._pending_ws, ""
                 self._buf, self._in_call = self._buf[start + len(OPEN):], True
                 continue
             keep = 0 if final else _partial_open(self._buf)
@@ -129,6 +130,7 @@ class ReplyReader:
     def _block(self, body: str, closed: bool, out: list) -> None:
         calls = _calls_in(body)
         if calls is None or not self._known(calls):
+            self._pending_ws = self._ws_before_block  # not a call: the text around it is content as written
             self._text(OPEN + body + (CLOSE if closed else ""), out)
             return
         out.extend(self._calls(calls))
