@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from chatsite.errors import InvalidInput
 from chatsite.openai_api import tools as tool_params
 
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+CHAT_ROLES = {**ROLES, "tool": "tool"}  # chat completions also take a function's result
 
 # Parameters that would change the reply's meaning: refused unless they ask for the default.
 UNSUPPORTED = {
@@ -71,13 +72,13 @@ def _messages(value) -> list[dict]:
         if not isinstance(msg, dict):
             raise InvalidInput(f"messages[{i}] must be an object with role and content", field=f"messages[{i}]")
         role = msg.get("role")
-        if not isinstance(role, str) or role not in ROLES:
+        if not isinstance(role, str) or role not in CHAT_ROLES:
             raise InvalidInput(f"messages[{i}].role must be one of system, developer, user, assistant, tool",
                                field=f"messages[{i}].role")
         if msg.get("function_call"):
             raise InvalidInput(f"messages[{i}].function_call (legacy function calling) is not supported; send "
                                "tool_calls", field=f"messages[{i}].function_call")
-        item = {"role": ROLES[role]}
+        item = {"role": CHAT_ROLES[role]}
         if role == "tool":
             item["tool_call_id"] = tool_params.tool_call_id(msg, i, call_ids)
         if msg.get("tool_calls") is not None:
