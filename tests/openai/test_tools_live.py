@@ -4,6 +4,7 @@ schema-constrained reply with a value of that schema and, offered tools with `au
 calls the one the user names (inference/fake_backend.py)."""
 import json
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -134,6 +135,19 @@ def test_without_parallel_calls_a_required_reply_holds_one_call(client):
                                          parallel_tool_calls=False, max_tokens=300, seed=3)
     assert len(_valid_calls(out.choices[0].message.tool_calls)) == 1
     assert _run(out.id).sampling["response_format"]["schema"]["maxItems"] == 1
+
+
+def test_a_streamed_tool_call_replayed_by_its_idempotency_key_is_the_same_bytes(client, live_url, api_key):
+    body = {"model": "flagship", "messages": ASK, "tools": TOOLS, "max_tokens": 300, "stream": True}
+    headers = {"Authorization": f"Bearer {api_key}", "Idempotency-Key": "tool-replay-1"}
+    first = httpx.post(f"{live_url}/v1/chat/completions", json=body, headers=headers, timeout=60)
+    again = httpx.post(f"{live_url}/v1/chat/completions", json=body, headers=headers, timeout=60)
+    assert first.status_code == again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.content == first.content and b'"tool_calls": [{"index": 0, "id": "call_' in first.content
+    # Another request with the key (tools differ) is refused, as for any body.
+    other = httpx.post(f"{live_url}/v1/chat/completions", json={**body, "tool_choice": "required"},
+                       headers=headers, timeout=60)
+    assert other.status_code == 409
 
 
 def test_bad_tools_are_a_400_naming_the_part(client):
