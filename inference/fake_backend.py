@@ -34,7 +34,8 @@ class CharTokenizer:
         assistant's calls as `<tool_call>` blocks (the pool's `chat_template` is not read)."""
         text = f"{TOOLS_OPEN}{json.dumps(tools)}<|end|>\n" if tools else ""
         for m in messages:
-            calls = "".join(f"<tool_call>{json.dumps(c.get('function'))}</tool_call>" for c in m.get("tool_calls") or ())
+            calls = "".join(f"<tool_call>{json.dumps(c.get('function'))}</tool_call>"
+                            for c in m.get("tool_calls") or ())
             text += f"<|{m['role']}|>\n{m['content']}{calls}<|end|>\n"
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
 

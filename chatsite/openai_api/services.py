@@ -1,4 +1,5 @@
 """Writes for the OpenAI-compatible API: one completion call becomes one run."""
+import json
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -8,7 +9,8 @@ from chatsite.errors import Conflict, InvalidInput
 from chatsite.openai_api.request import CompletionRequest
 from chatsite.openai_api.tools import ToolUse
 from chatsite.pools.selectors import pool_for_tenant
-from chatsite.pools.tokens import pool_takes_tools
+from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
+                                    pool_takes_tools)
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_submit
 from chatsite.tenancy.models import ApiKey
@@ -96,10 +98,29 @@ def _refuse_tools_unless_template_has_them(tenant, model: str, param: str) -> No
 def tool_use_attach(*, run: GenerationRun, tool_use: ToolUse) -> None:
     """Give a just-admitted run (not yet dispatched: that waits for the commit) its tools:
     the worker renders them into the prompt, and a reply that must call a function is
-    constrained to the call's JSON (vLLM structured outputs)."""
+    constrained to the call's JSON (vLLM structured outputs). Raises InvalidInput
+    (field tools, code context_length_exceeded) when the definitions with the messages
+    leave no room for the reply: the caller's transaction then writes nothing."""
+    _refuse_if_tools_overflow(run, tool_use)
     sampling = {**run.sampling, "tools": tool_use.as_run_tools()}
     constraint = tool_use.constraint()
     if constraint is not None:
         sampling["response_format"] = constraint
     GenerationRun.objects.filter(pk=run.pk).update(sampling=sampling)
     run.sampling = sampling
+
+
+def _refuse_if_tools_overflow(run: GenerationRun, tool_use: ToolUse) -> None:
+    """Admission's estimate of the prompt counts the messages; the tool definitions go
+    into the prompt too (the worker re-checks with the real template)."""
+    pool = run.pool
+    room = pool.context_length - run.max_tokens - TEMPLATE_TOKENS_PER_PROMPT
+    used = sum(count_tokens(pool.model, m["content"] + (json.dumps(m["tool_calls"]) if m.get("tool_calls") else ""))
+               + TEMPLATE_TOKENS_PER_MESSAGE for m in run.prompt_snapshot)
+    tools = count_tokens(pool.model, json.dumps(tool_use.definitions))
+    if used + tools > room:
+        raise InvalidInput(
+            f"the tools take about {tools} tokens: with the messages they do not fit model {pool.name!r}, whose "
+            f"context of {pool.context_length} tokens keeps room for a reply of up to {run.max_tokens} tokens; "
+            "send fewer or shorter tool definitions, or ask for fewer max_tokens", field="tools",
+            code="context_length_exceeded")

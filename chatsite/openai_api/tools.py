@@ -41,7 +41,8 @@ class ToolUse:
             return None
         by_name = {d["function"]["name"]: d["function"] for d in self.definitions}
         if isinstance(self.choice, dict):
-            return {"type": "json_schema", "name": "tool_arguments", "schema": by_name[self.choice["name"]]["parameters"]}
+            schema = by_name[self.choice["name"]]["parameters"]
+            return {"type": "json_schema", "name": "tool_arguments", "schema": schema}
         calls = [{"type": "object", "properties": {"name": {"const": name}, "arguments": f["parameters"]},
                   "required": ["name", "arguments"], "additionalProperties": False} for name, f in by_name.items()]
         schema = {"type": "array", "minItems": 1, "items": {"anyOf": calls}}

@@ -104,3 +104,13 @@ def test_a_too_large_schema_is_refused(key, pool):
         _submit(key, response_format=fmt)
     assert info.value.field == "response_format.json_schema.schema"
     assert GenerationRun.objects.count() == 0
+
+
+def test_tools_that_leave_no_room_in_the_context_are_refused_naming_tools(key, db):
+    queueing_pool("flagship", chat_template="smollm2-tools.jinja")  # context 1,024 tokens
+    tool = {"type": "function", "function": {"name": "weather", "description": "x " * 2000, "parameters": SCHEMA}}
+    with pytest.raises(InvalidInput) as info:
+        _submit(key, tools=[tool], max_tokens=40)
+    assert (info.value.field, info.value.code) == ("tools", "context_length_exceeded")
+    assert GenerationRun.objects.count() == 0  # the chat and the run were rolled back
+    _submit(key, tools=[{**tool, "function": {**tool["function"], "description": "x " * 100}}], max_tokens=40)
