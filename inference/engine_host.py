@@ -42,8 +42,10 @@ class EngineBackend(Protocol):
 class EngineHost:
     """Owns one engine; serves many concurrent requests from many threads."""
 
-    def __init__(self, backend: EngineBackend, on_step: Callable[[list[StepDelta]], None], *, name: str = "engine"):
+    def __init__(self, backend: EngineBackend, on_step: Callable[[list[StepDelta]], None], *, name: str = "engine",
+                 chat_template: str | None = None):
         self._backend = backend
+        self._chat_template = chat_template  # the pool's own, over the tokenizer's (None: the tokenizer's)
         self._on_step = on_step
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-loop", daemon=True)
@@ -74,12 +76,14 @@ class EngineHost:
 
     # --- requests ----------------------------------------------------------
     def build_prompt(self, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
-                     carried: str = "") -> PromptPlan:
-        """The prompt for `messages` through the model's chat template, newest turns
-        that fit first; raises inference.prompt.PromptTooLong if even the last does not."""
+                     carried: str = "", tools: list[dict] | None = None) -> PromptPlan:
+        """The prompt for `messages` (and `tools`, function definitions) through the
+        pool's chat template, newest turns that fit first; raises
+        inference.prompt.PromptTooLong if even the last does not."""
         with self._tokenizer_lock:  # a fast tokenizer must not be used from two threads at once
-            return assemble(self._backend.tokenizer, messages,
-                            max_prompt_tokens=max_prompt_tokens, continuation=continuation, carried=carried)
+            return assemble(self._backend.tokenizer, messages, max_prompt_tokens=max_prompt_tokens,
+                            continuation=continuation, carried=carried, chat_template=self._chat_template,
+                            tools=tools)
 
     def build_raw_prompt(self, text: str, *, max_prompt_tokens: int, carried: str = "") -> PromptPlan:
         """The prompt for `text` as it is (no chat template); raises PromptTooLong if it does not fit."""

@@ -3,15 +3,22 @@
 The reply is a pure function of (prompt token ids, seed, max_tokens): a
 sequence of words from a fixed vocabulary, one token per word, emitted at a
 chosen pace. A prompt containing FAIL_MARKER fails mid-stream, to test the
-path of an engine error.
+path of an engine error. A reply constrained by a JSON Schema is a value that
+matches it (inference.fake_json); a prompt that offers tools, answering a user's
+turn, calls one in the Hermes format the shipped tool template teaches; both come
+out three characters a token, so markup and JSON are split across steps.
 """
 import asyncio
 import hashlib
+import json
 import random
 
+from inference.fake_json import instance
 from inference.types import Chunk, EngineStats, GenerationRequest
 
 FAIL_MARKER = "[[engine-fail]]"
+TOOLS_OPEN = "<|tools|>\n"
+PIECE_CHARS = 3  # a JSON or tool-call reply's characters per token
 _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", "read",
           "from", "list", "and", "code", "runs", "in", "order", "with", "**bold**", "`x`")
 
@@ -21,8 +28,15 @@ class CharTokenizer:
     of UTF-8 packed into one id, so token counts match the web tier's estimate
     for a model whose tokenizer it cannot read (one token per 3 bytes)."""
 
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
-        text = "".join(f"<|{m['role']}|>\n{m['content']}<|end|>\n" for m in messages)
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False, tools=None,
+                            chat_template=None):
+        """Each turn as `<|role|>\ncontent<|end|>`; tools first, as JSON, and an
+        assistant's calls as `<tool_call>` blocks (the pool's `chat_template` is not read)."""
+        text = f"{TOOLS_OPEN}{json.dumps(tools)}<|end|>\n" if tools else ""
+        for m in messages:
+            calls = "".join(f"<tool_call>{json.dumps(c.get('function'))}</tool_call>"
+                            for c in m.get("tool_calls") or ())
+            text += f"<|{m['role']}|>\n{m['content']}{calls}<|end|>\n"
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
 
     def encode(self, text, add_special_tokens=False):
@@ -64,9 +78,28 @@ class FakeBackend:
     def reply_words(self, request: GenerationRequest) -> list[str]:
         digest = hashlib.sha256(repr(request.prompt_token_ids).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ (request.seed or 0))
+        text = self._structured(request, rng)
+        if text is not None:
+            return [text[i:i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)][:request.max_tokens]
         length = request.max_tokens if request.ignore_eos else min(request.max_tokens, rng.randint(12, 60))
         words = [rng.choice(_WORDS) for _ in range(length)]
         return [("" if i == 0 else " ") + w for i, w in enumerate(words)]
+
+    def _structured(self, request: GenerationRequest, rng: random.Random) -> str | None:
+        """A constrained reply's text, a tool call's, or None for a reply of words."""
+        if request.json_schema is not None:
+            return json.dumps(instance(json.loads(request.json_schema), rng))
+        if request.json_object:
+            return json.dumps({"answer": rng.choice(_WORDS)})
+        prompt = self.tokenizer.decode(request.prompt_token_ids)
+        if not prompt.startswith(TOOLS_OPEN) or prompt.rfind("<|tool|>") > prompt.rfind("<|user|>"):
+            return None  # no tools offered, or a tool's result to answer: words
+        tools = json.loads(prompt[len(TOOLS_OPEN):prompt.index("<|end|>")])
+        asked = prompt[prompt.rfind("<|user|>"):]
+        tool = next((t for t in tools if t["function"]["name"] in asked), tools[0])["function"]
+        arguments = instance(tool.get("parameters") or {"type": "object"}, rng)
+        call = json.dumps({"name": tool["name"], "arguments": arguments})
+        return f"Calling {tool['name']}.\n<tool_call>\n{call}\n</tool_call>"
 
     async def add(self, request: GenerationRequest, emit) -> None:
         words = self.reply_words(request)

@@ -1,4 +1,5 @@
 """Prompt assembly: the model's chat template over the newest turns that fit."""
+import json
 from dataclasses import dataclass
 
 
@@ -27,27 +28,57 @@ def _tail(tokenizer, continuation: str, carried: str) -> tuple[list[int], int]:
     return tail, max(0, len(tail) - len(tokenizer.encode(continuation, add_special_tokens=False)))
 
 
+def template_message(message: dict) -> dict:
+    """A message as chat templates read it: an assistant's tool calls with their
+    arguments as an object (OpenAI sends them as JSON text; templates write them
+    with `tojson`, as vLLM's server hands them over)."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    out = []
+    for call in calls:
+        function = dict(call.get("function") or {})
+        if isinstance(function.get("arguments"), str):
+            try:
+                function["arguments"] = json.loads(function["arguments"])
+            except ValueError:
+                pass  # the web tier checked it is JSON; a template still gets the text
+        out.append({**call, "function": function})
+    return {**message, "tool_calls": out}
+
+
+def _template_kwargs(chat_template: str | None, tools: list[dict] | None) -> dict:
+    kwargs = {}
+    if chat_template is not None:
+        kwargs["chat_template"] = chat_template
+    if tools:
+        kwargs["tools"] = tools
+    return kwargs
+
+
 def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
-             carried: str = "") -> PromptPlan:
-    """Token ids for `messages` (dicts with role and content) rendered by the
-    tokenizer's chat template with the generation prompt, plus `continuation` (a
-    reply this run carries on) and `carried` (text earlier attempts of this run
-    already generated). Keeps the first system message and drops the oldest turns
-    until the prompt fits.
+             carried: str = "", chat_template: str | None = None, tools: list[dict] | None = None) -> PromptPlan:
+    """Token ids for `messages` (dicts with role and content; an assistant's may have
+    tool_calls, a tool's tool_call_id) rendered by `chat_template` (default: the
+    tokenizer's own) with `tools` (function definitions, for a template that reads
+    them) and the generation prompt, plus `continuation` (a reply this run carries on)
+    and `carried` (text earlier attempts of this run already generated). Keeps the
+    first system message and drops the oldest turns until the prompt fits.
 
     Raises PromptTooLong when the last message alone does not fit."""
     system = [m for m in messages if m["role"] == "system"][:1]
-    turns = [m for m in messages if m["role"] != "system"]
+    turns = [template_message(m) for m in messages if m["role"] != "system"]
     if not turns:
         raise ValueError("a prompt needs at least one user message")
     tail, carried_tokens = _tail(tokenizer, continuation, carried)
+    kwargs = _template_kwargs(chat_template, tools)
 
     rendered: dict[int, list[int]] = {}
 
     def render(start: int) -> list[int]:
         if start not in rendered:
             kept = system + turns[start:]
-            text = tokenizer.apply_chat_template(kept, add_generation_prompt=True, tokenize=False)
+            text = tokenizer.apply_chat_template(kept, add_generation_prompt=True, tokenize=False, **kwargs)
             rendered[start] = tokenizer.encode(text, add_special_tokens=False) + tail
         return rendered[start]
 

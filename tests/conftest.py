@@ -97,10 +97,13 @@ def _real_model_dir():
 
 
 def _vllm_pool_row():
-    """The demo flagship exactly as seeded: SmolLM2-135M-Instruct in float32, 8,192 positions."""
+    """The demo flagship exactly as seeded: SmolLM2-135M-Instruct in float32, 8,192 positions, with the
+    shipped chat template that adds tools to the model's own."""
+    from inference.chat_templates import SMOLLM2_TOOLS
     from inference.engine_config import DEMO_CONTEXT_LENGTH, DEMO_POOL_ENGINE_ARGS
 
     return PoolFactory(name=VLLM_POOL, model=str(_real_model_dir()), engine_args=DEMO_POOL_ENGINE_ARGS["flagship"],
+                       chat_template=SMOLLM2_TOOLS,
                        context_length=DEMO_CONTEXT_LENGTH, max_output_tokens=1024,
                        default_sampling={"temperature": 0.7, "top_p": 0.95, "max_tokens": 64})
 

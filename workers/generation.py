@@ -99,7 +99,9 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
                                         carried=so_far)
     if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
         messages, prefix = messages[:-1], messages[-1]["content"]
-    return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far)
+    tools = (run.sampling.get("tools") or {}).get("definitions")  # an OpenAI request's functions
+    return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far,
+                                tools=tools)
 
 
 def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:

@@ -10,6 +10,7 @@ import time
 from django.conf import settings
 
 from chatsite.pools.models import ModelPool
+from inference import chat_templates
 from inference.engine_host import EngineHost
 from workers.heartbeat import Heartbeat
 from workers.stream_writer import StreamWriter
@@ -56,7 +57,8 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     pool = ModelPool.objects.get(name=pool_name)
     holder: dict = {}
     writer = StreamWriter(abort=lambda rid: holder["host"].abort(rid))
-    host = EngineHost(_backend(pool), writer.on_step, name=pool_name)
+    template = chat_templates.read(pool.chat_template) if pool.chat_template else None
+    host = EngineHost(_backend(pool), writer.on_step, name=pool_name, chat_template=template)
     holder["host"] = host
     rt = Runtime(pool=pool, worker_name=worker_name, host=host, writer=writer)
     rt.heartbeat = Heartbeat(rt)

@@ -8,7 +8,8 @@ from chatsite.chats import tree
 from chatsite.chats.models import Chat, Message
 from chatsite.chats.selectors import messages_for
 
-ROLE_NAMES = {Message.Role.SYSTEM: "System", Message.Role.USER: "You", Message.Role.ASSISTANT: "Assistant"}
+ROLE_NAMES = {Message.Role.SYSTEM: "System", Message.Role.USER: "You", Message.Role.ASSISTANT: "Assistant",
+              Message.Role.TOOL: "Tool result"}
 
 
 def filename(chat: Chat, ext: str) -> str:

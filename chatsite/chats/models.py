@@ -40,6 +40,7 @@ class Message(models.Model):
         SYSTEM = "system"
         USER = "user"
         ASSISTANT = "assistant"
+        TOOL = "tool"  # a function's result, sent back by an OpenAI client (tool_call_id names the call)
 
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
@@ -50,6 +51,10 @@ class Message(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
     token_count = models.PositiveIntegerField(default=0)
+    # An assistant message's function calls as OpenAI sends them back ([{id, type, function: {name,
+    # arguments}}]), and a tool message's call id: both reach the chat template.
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,4 +1,5 @@
 """Writes for chats: create, rename, settings, delete, choosing a version."""
+import json
 import math
 
 from django.conf import settings
@@ -123,7 +124,7 @@ def _reserve_ids(n: int) -> list[int]:
         return [row[0] for row in cur.fetchall()]
 
 
-def _history_rows(pool, history: list[dict]) -> list[tuple[str, str]]:
+def _history_rows(pool, history: list[dict]) -> list[dict]:
     if len(history) >= MAX_HISTORY_MESSAGES:
         raise InvalidInput(f"at most {MAX_HISTORY_MESSAGES} messages are allowed", field="messages")
     max_chars = settings.CHATSITE["MAX_MESSAGE_CHARS"]
@@ -134,22 +135,26 @@ def _history_rows(pool, history: list[dict]) -> list[tuple[str, str]]:
                                field=f"messages[{i}].role")
         content = clean_text(item.get("content"), field=f"messages[{i}].content", max_chars=max_chars,
                              allow_empty=True)
-        rows.append((item["role"], content))
+        calls = item.get("tool_calls")  # checked by the caller (the OpenAI API's request parsing)
+        tokens = count_tokens(pool.model, content + (json.dumps(calls) if calls else ""))
+        rows.append({"role": item["role"], "content": content, "token_count": tokens, "tool_calls": calls,
+                     "tool_call_id": item.get("tool_call_id", "")})
     return rows
 
 
-def _write_chain(chat: Chat, pool, ids: list[int], rows: list[tuple[str, str]], *, parent: Message | None) -> None:
+def _write_chain(chat: Chat, ids: list[int], rows: list[dict], *, parent: Message | None) -> None:
     """One INSERT of `rows` as a path below `parent` (None: from the root), with ids `ids`."""
     first_depth = 0 if parent is None else parent.depth + 1
     Message.objects.bulk_create([
         Message(id=pk, chat=chat, parent_id=ids[i - 1] if i else (parent.pk if parent else None),
-                depth=first_depth + i, role=role, content=content, token_count=count_tokens(pool.model, content))
-        for i, (pk, (role, content)) in enumerate(zip(ids, rows))])
+                depth=first_depth + i, **row)
+        for i, (pk, row) in enumerate(zip(ids, rows))])
 
 
 def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
     """A new chat on pool `model` holding `history` ({role, content} dicts, oldest
-    first; roles system, user or assistant; content may be empty) as one path of
+    first; roles system, user, assistant or tool; content may be empty; an assistant's
+    may have `tool_calls`, a tool's `tool_call_id`, both checked by the caller) as one path of
     messages, so that the next run's prompt is built from them. The chat is not
     listed in the web sidebar (the OpenAI-compatible API makes one per call). Call
     it inside a transaction with the run's admission, so a refused run leaves no chat behind.
@@ -161,7 +166,7 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
     # The leaf is written before its row: the foreign key is checked at commit (deferred).
     chat = Chat.objects.create(tenant=tenant, owner=owner, pool=pool, listed=False,
                                current_leaf_id=ids[-1] if ids else None)
-    _write_chain(chat, pool, ids, rows, parent=None)
+    _write_chain(chat, ids, rows, parent=None)
     return chat
 
 
@@ -182,6 +187,6 @@ def chat_append_history(*, chat: Chat, after: Message, history: list[dict]) -> N
     if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
         raise Conflict("a reply is still being generated in this conversation; wait for it or stop it first")
     ids = _reserve_ids(len(rows)) if rows else []
-    _write_chain(chat, chat.pool, ids, rows, parent=after)
+    _write_chain(chat, ids, rows, parent=after)
     locked.current_leaf_id = chat.current_leaf_id = ids[-1] if ids else after.pk
     locked.save(update_fields=["current_leaf", "updated_at"])

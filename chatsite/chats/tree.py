@@ -1,5 +1,7 @@
 """Walking a chat's message tree in Postgres: a path up from a message, and the
 newest message below one. Each walk is one recursive query."""
+import json
+
 from django.db import connection
 
 from chatsite.chats.models import Message
@@ -49,17 +51,21 @@ def leaf_id(chat) -> int | None:
 
 
 _UP_ROWS = f"""
-WITH RECURSIVE up(id, parent_id, role, content, token_count, n) AS (
-    SELECT id, parent_id, role, content, token_count, 1 FROM "{_T}" WHERE id = %s AND chat_id = %s
+WITH RECURSIVE up(id, parent_id, role, content, token_count, tool_calls, tool_call_id, n) AS (
+    SELECT id, parent_id, role, content, token_count, tool_calls, tool_call_id, 1
+    FROM "{_T}" WHERE id = %s AND chat_id = %s
   UNION ALL
-    SELECT m.id, m.parent_id, m.role, m.content, m.token_count, up.n + 1
+    SELECT m.id, m.parent_id, m.role, m.content, m.token_count, m.tool_calls, m.tool_call_id, up.n + 1
     FROM "{_T}" m JOIN up ON m.id = up.parent_id WHERE up.n < %s
 )
-SELECT role, content, token_count FROM up ORDER BY n"""
+SELECT role, content, token_count, tool_calls, tool_call_id FROM up ORDER BY n"""
 
 
-def path_rows(*, chat_id: int, from_id: int, limit: int) -> list[tuple[str, str, int]]:
-    """(role, content, token_count) of `from_id` and up to `limit - 1` messages above it, newest first."""
+def path_rows(*, chat_id: int, from_id: int, limit: int) -> list[tuple[str, str, int, list | None, str]]:
+    """(role, content, token_count, tool_calls, tool_call_id) of `from_id` and up to
+    `limit - 1` messages above it, newest first."""
     with connection.cursor() as cur:
         cur.execute(_UP_ROWS, [from_id, chat_id, limit])
-        return cur.fetchall()
+        # Django reads jsonb as text (its JSONField parses it); so does this cursor.
+        return [(role, content, tokens, json.loads(calls) if isinstance(calls, str) else calls, call_id)
+                for role, content, tokens, calls, call_id in cur.fetchall()]

@@ -68,12 +68,28 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
     response_format = serializers.JSONField(required=False, allow_null=True, help_text=(
         '{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema", '
         '"strict"}}: the reply is constrained to JSON (matching the schema) by vLLM structured outputs.'))
+    tools = serializers.JSONField(required=False, allow_null=True, help_text=(
+        '[{"type": "function", "function": {"name", "description", "parameters"}}]: functions the model may call, '
+        "on a model whose chat template has tools (else 400 tools). parameters: a JSON Schema of an object."))
+    tool_choice = serializers.JSONField(required=False, allow_null=True, help_text=(
+        '"none", "auto" (the default with tools), "required" or {"type": "function", "function": {"name"}}; '
+        "required and a named function constrain the reply to a valid call (vLLM structured outputs)."))
+    parallel_tool_calls = serializers.BooleanField(required=False, allow_null=True, help_text=(
+        "Default true; false: one call at most."))
     user = serializers.CharField(required=False, allow_null=True, help_text="Accepted, not used.")
+
+
+class OpenAIToolCall(serializers.Serializer):
+    id = serializers.CharField(help_text="call_<run id>_<n>.")
+    type = serializers.ChoiceField(["function"])
+    function = serializers.JSONField(help_text='{"name", "arguments"}: the arguments a JSON object as text.')
 
 
 class OpenAIAssistantMessage(serializers.Serializer):
     role = serializers.ChoiceField(["assistant"])
-    content = serializers.CharField(allow_blank=True, help_text="The reply, as saved on the run.")
+    content = serializers.CharField(allow_blank=True, allow_null=True, help_text=(
+        "The reply, as saved on the run; with tools, the words outside the calls (null when there are only calls)."))
+    tool_calls = OpenAIToolCall(many=True, required=False, help_text="The calls, when the run offered tools.")
     refusal = serializers.CharField(allow_null=True, help_text="Always null.")
 
 
@@ -81,7 +97,7 @@ class OpenAIChoice(serializers.Serializer):
     index = serializers.IntegerField(help_text="Always 0 (one choice).")
     message = OpenAIAssistantMessage()
     logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
-    finish_reason = serializers.ChoiceField(["stop", "length"])
+    finish_reason = serializers.ChoiceField(["stop", "length", "tool_calls"])
 
 
 class OpenAIUsage(serializers.Serializer):
@@ -202,7 +218,7 @@ class OpenAITextChoice(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, help_text="The text, as saved on the run.")
     index = serializers.IntegerField(help_text="Always 0.")
     logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
-    finish_reason = serializers.ChoiceField(["stop", "length"])
+    finish_reason = serializers.ChoiceField(["stop", "length", "tool_calls"])
 
 
 class OpenAITextCompletion(serializers.Serializer):

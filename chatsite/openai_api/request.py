@@ -12,17 +12,18 @@ import json
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
+from chatsite.openai_api import tools as tool_params
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+CHAT_ROLES = {**ROLES, "tool": "tool"}  # chat completions also take a function's result
 
 # Parameters that would change the reply's meaning: refused unless they ask for the default.
 UNSUPPORTED = {
     "logprobs": (None, False), "top_logprobs": (None, 0), "logit_bias": (None, {}),
     "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
 }
-# Tool calling, refused at submission with the pool's chat template named (services.py).
-TOOL_PARAMS = {"tools": (None, []), "tool_choice": (None, "none", "auto"), "functions": (None, []),
-               "function_call": (None, "none", "auto")}
+# The legacy function calling, refused: tools and tool_choice replace it (tools.py).
+LEGACY_TOOL_PARAMS = {"functions": (None, []), "function_call": (None, "none", "auto")}
 # Passed to the run's sampling as they are; chatsite.runs.validation checks them.
 SAMPLING_PARAMS = ("temperature", "top_p", "stop", "seed", "ignore_eos", "top_k", "min_p", "frequency_penalty",
                    "presence_penalty", "repetition_penalty", "response_format")
@@ -40,7 +41,9 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     sampling: dict  # clean_sampling's keyword arguments (None = the model's default)
-    tools: str | None = None  # the tool parameter sent, if any: refused with the pool's template named
+    tools: str | None = None  # the first tool parameter sent, if any: the pool's template must take tools
+    tool_use: tool_params.ToolUse | None = None  # the functions offered and how they must be used
+    tool_call_id: str = ""  # set when the last message is a tool's result (role tool), not the user's
     digest: str = ""  # sha256 of the body: an Idempotency-Key repeat must send the same
     raw_prompt: bool = False  # a text completion: `content` goes to the model without the chat template
 
@@ -64,21 +67,42 @@ def _text(content, i: int) -> str:
 def _messages(value) -> list[dict]:
     if not isinstance(value, list) or not value:
         raise InvalidInput("messages must be a non-empty list of {role, content} objects", field="messages")
-    out = []
+    out, call_ids = [], set()
     for i, msg in enumerate(value):
         if not isinstance(msg, dict):
             raise InvalidInput(f"messages[{i}] must be an object with role and content", field=f"messages[{i}]")
         role = msg.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            raise InvalidInput(f"messages[{i}].role must be one of system, developer, user, assistant "
-                               "(tool messages are not supported)", field=f"messages[{i}].role")
-        if msg.get("tool_calls") or msg.get("function_call"):
-            raise InvalidInput(f"messages[{i}]: tool calls are not supported", field=f"messages[{i}]")
-        out.append({"role": ROLES[role], "content": _text(msg.get("content"), i)})
-    if out[-1]["role"] != "user":
-        raise InvalidInput("the last message must be the user's (role 'user'): it is the one the model answers",
-                           field=f"messages[{len(out) - 1}].role")
+        if not isinstance(role, str) or role not in CHAT_ROLES:
+            raise InvalidInput(f"messages[{i}].role must be one of system, developer, user, assistant, tool",
+                               field=f"messages[{i}].role")
+        if msg.get("function_call"):
+            raise InvalidInput(f"messages[{i}].function_call (legacy function calling) is not supported; send "
+                               "tool_calls", field=f"messages[{i}].function_call")
+        item = {"role": CHAT_ROLES[role]}
+        if role == "tool":
+            item["tool_call_id"] = tool_params.tool_call_id(msg, i, call_ids)
+        if msg.get("tool_calls") is not None:
+            if role != "assistant":
+                raise InvalidInput(f"messages[{i}].tool_calls: only an assistant message has tool calls",
+                                   field=f"messages[{i}].tool_calls")
+            item["tool_calls"] = tool_params.assistant_calls(msg["tool_calls"], i)
+            call_ids.update(call["id"] for call in item["tool_calls"])
+        content = msg.get("content")
+        out.append({**item, "content": "" if content is None and "tool_calls" in item else _text(content, i)})
+    if out[-1]["role"] not in ("user", "tool"):
+        raise InvalidInput("the last message must be the user's (role 'user') or a tool's result (role 'tool'): "
+                           "it is the one the model answers", field=f"messages[{len(out) - 1}].role")
     return out
+
+
+def _first_tool_param(body: dict, messages: list[dict]) -> str | None:
+    """The first parameter that needs a chat template with tools: `tools` or
+    `tool_choice` asking for them, else the first message with tool calls or a tool's result."""
+    for name in ("tools", "tool_choice"):
+        if body.get(name) not in (None, [], "none", "auto"):
+            return name
+    return next((f"messages[{i}]" for i, m in enumerate(messages) if m["role"] == "tool" or "tool_calls" in m),
+                None)
 
 
 def flag(body: dict, name: str, default: bool = False) -> bool:
@@ -106,12 +130,20 @@ def parse_completion_request(body) -> CompletionRequest:
     for name, allowed in UNSUPPORTED.items():
         if body.get(name) not in allowed:
             raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
-    tools = next((name for name, allowed in TOOL_PARAMS.items() if body.get(name) not in allowed), None)
+    for name, allowed in LEGACY_TOOL_PARAMS.items():
+        if body.get(name) not in allowed:
+            raise InvalidInput(f"{name} (legacy function calling) is not supported; send tools and tool_choice",
+                               field=name)
+    tool_use = tool_params.parse_tool_use(body)
+    tools = _first_tool_param(body, messages)
     sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS}}
     asked = {"model": model, "messages": messages, "stream": stream, "include_usage": include_usage,
              "sampling": sampling, "tools": tools}
+    if tool_use is not None:  # absent otherwise: a request without tools keeps the digest it always had
+        asked["tool_use"] = tool_use.as_run_tools()
     return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
-                             include_usage=include_usage, sampling=sampling, tools=tools, digest=digest(asked))
+                             include_usage=include_usage, sampling=sampling, tools=tools, tool_use=tool_use,
+                             tool_call_id=messages[-1].get("tool_call_id", ""), digest=digest(asked))
 
 
 def _common(body) -> tuple[str, bool, bool]:

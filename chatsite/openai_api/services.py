@@ -1,4 +1,5 @@
 """Writes for the OpenAI-compatible API: one completion call becomes one run."""
+import json
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -6,8 +7,10 @@ from django.db import transaction
 from chatsite.chats.services import chat_create_with_history
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.openai_api.request import CompletionRequest
+from chatsite.openai_api.tools import ToolUse
 from chatsite.pools.selectors import pool_for_tenant
-from chatsite.pools.tokens import chat_template_has_tools
+from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
+                                    pool_takes_tools)
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_submit
 from chatsite.tenancy.models import ApiKey
@@ -37,14 +40,17 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
         if earlier is not None:
             return Submitted(earlier, replayed=True)
     if request.tools is not None:
-        _refuse_tools(key.tenant, request.model, request.tools)
+        _refuse_tools_unless_template_has_them(key.tenant, request.model, request.tools)
     try:
         with transaction.atomic():
             chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
                                             history=request.history)
             run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt, **request.sampling)
+                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt,
+                             tool_call_id=request.tool_call_id, **request.sampling)
             _refuse_if_trimmed(run, request)
+            if request.tool_use is not None:
+                tool_use_attach(run=run, tool_use=request.tool_use)
             if idempotency_key:
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
                 run.request_digest = request.digest
@@ -60,7 +66,7 @@ def _refuse_if_trimmed(run: GenerationRun, request: CompletionRequest) -> None:
     """An OpenAI client sent the whole conversation and expects all of it to reach the
     model: where admission had to drop older messages to fit the context (as the web
     chat does), refuse instead. Replies with no text are never in a prompt."""
-    sent = 1 + sum(1 for m in request.history if m["content"] or m["role"] != "assistant")
+    sent = 1 + sum(1 for m in request.history if m["content"] or m["role"] != "assistant" or m.get("tool_calls"))
     if len(run.prompt_snapshot) < sent:
         raise InvalidInput(
             f"the messages do not fit model {run.pool.name!r}: its context of {run.pool.context_length} tokens, "
@@ -79,12 +85,42 @@ def _earlier(key: ApiKey, idempotency_key: str, digest: str) -> GenerationRun | 
     return run
 
 
-def _refuse_tools(tenant, model: str, param: str) -> None:
-    """Tool calling is not implemented: say why, naming the pool's chat template
-    when it has no tools (SmolLM2's has none), so the client knows which to change."""
+def _refuse_tools_unless_template_has_them(tenant, model: str, param: str) -> None:
+    """Tools reach the model only through its chat template: refuse them, naming the
+    parameter and the pool, when the pool's template does not read `tools`."""
     pool = pool_for_tenant(tenant, model)
-    if not chat_template_has_tools(pool.model):
+    if not pool_takes_tools(pool):
         raise InvalidInput(f"{param}: the chat template of model {pool.name!r} has no tools, so it cannot call "
-                           "functions; leave tools and tool_choice out", field=param)
-    raise InvalidInput(f"{param}: tool calling is not supported by this server yet; leave tools and tool_choice "
-                       "out", field=param)
+                           "functions; leave tools, tool_choice and tool messages out, or use a model whose "
+                           "template has them", field=param)
+
+
+def tool_use_attach(*, run: GenerationRun, tool_use: ToolUse) -> None:
+    """Give a just-admitted run (not yet dispatched: that waits for the commit) its tools:
+    the worker renders them into the prompt, and a reply that must call a function is
+    constrained to the call's JSON (vLLM structured outputs). Raises InvalidInput
+    (field tools, code context_length_exceeded) when the definitions with the messages
+    leave no room for the reply: the caller's transaction then writes nothing."""
+    _refuse_if_tools_overflow(run, tool_use)
+    sampling = {**run.sampling, "tools": tool_use.as_run_tools()}
+    constraint = tool_use.constraint()
+    if constraint is not None:
+        sampling["response_format"] = constraint
+    GenerationRun.objects.filter(pk=run.pk).update(sampling=sampling)
+    run.sampling = sampling
+
+
+def _refuse_if_tools_overflow(run: GenerationRun, tool_use: ToolUse) -> None:
+    """Admission's estimate of the prompt counts the messages; the tool definitions go
+    into the prompt too (the worker re-checks with the real template)."""
+    pool = run.pool
+    room = pool.context_length - run.max_tokens - TEMPLATE_TOKENS_PER_PROMPT
+    used = sum(count_tokens(pool.model, m["content"] + (json.dumps(m["tool_calls"]) if m.get("tool_calls") else ""))
+               + TEMPLATE_TOKENS_PER_MESSAGE for m in run.prompt_snapshot)
+    tools = count_tokens(pool.model, json.dumps(tool_use.definitions))
+    if used + tools > room:
+        raise InvalidInput(
+            f"the tools take about {tools} tokens: with the messages they do not fit model {pool.name!r}, whose "
+            f"context of {pool.context_length} tokens keeps room for a reply of up to {run.max_tokens} tokens; "
+            "send fewer or shorter tool definitions, or ask for fewer max_tokens", field="tools",
+            code="context_length_exceeded")

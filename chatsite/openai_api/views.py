@@ -15,7 +15,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite.errors import ServiceError
-from chatsite.openai_api import ratelimit, wire
+from chatsite.openai_api import ratelimit, tools_wire, wire
 from chatsite.openai_api.auth import authenticate, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
@@ -109,6 +109,7 @@ async def _answer(request, key, parse, shape: wire.ChatShape):
         return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         return _service_error(exc, req)
+    shape = tools_wire.shape_for(run, shape)  # a run with tools reads its reply as calls
     # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
         response = StreamingHttpResponse(_stream(run, req.include_usage, shape, fresh=not replayed),
@@ -150,9 +151,9 @@ async def _stream(run: GenerationRun, include_usage: bool, shape: wire.ChatShape
             for entry in batch:
                 if entry.type in (codec.TOKEN, codec.SNAPSHOT):
                     completion_tokens += entry.n
-                    out.append(wire.sse_data(shape.piece(run, entry.text, include_usage)))
+                    out.extend(wire.sse_data(p) for p in shape.pieces(run, entry.text, include_usage))
                 elif entry.type == codec.DONE:
-                    out.append(wire.sse_data(shape.finish(run, entry.finish_reason, include_usage)))
+                    out.extend(wire.sse_data(p) for p in shape.finishing(run, entry.finish_reason, include_usage))
                     if include_usage:
                         prompt_tokens = int(entry.usage.get("prompt_tokens", 0))
                         out.append(wire.sse_data(shape.usage(run, prompt_tokens, completion_tokens)))

@@ -96,6 +96,14 @@ class ChatShape:
     def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
         return usage_chunk(run, prompt_tokens, completion_tokens)
 
+    # A stream's chunks for one entry's text, and for its end: one each here; a tool
+    # run's reader (tools_wire.ToolChatShape) holds text back and sends calls.
+    def pieces(self, run: GenerationRun, text: str, include_usage: bool) -> list[dict]:
+        return [self.piece(run, text, include_usage)]
+
+    def finishing(self, run: GenerationRun, reason: str, include_usage: bool) -> list[dict]:
+        return [self.finish(run, reason, include_usage)]
+
 
 class TextShape(ChatShape):
     """A text completion: no role chunk first; the text is in choices[0].text."""

@@ -18,7 +18,8 @@ class ModelPoolAdmin(admin.ModelAdmin):
     readonly_fields = ["gate", "gate_checked_at", "gate_report_shown", "kv_capacity_plan"]
     fieldsets = [
         (None, {"fields": ["name", "display_name", "model", "enabled"]}),
-        ("Engine", {"fields": ["device", "context_length", "max_output_tokens", "engine_args", "default_sampling"],
+        ("Engine", {"fields": ["device", "context_length", "max_output_tokens", "engine_args", "default_sampling",
+                               "chat_template"],
                     "description": "Engine arguments are checked for the device when you save: speculative_config "
                                    "({\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
                                    "\"prompt_lookup_max\": 4} or {\"method\": \"draft_model\", \"model\": PATH, "

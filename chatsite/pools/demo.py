@@ -15,6 +15,7 @@ from django.db import transaction
 from chatsite.pools.models import GateStatus, ModelPool
 from chatsite.tenancy.models import Tenant
 from chatsite.tenancy.services import membership_add
+from inference.chat_templates import SMOLLM2_TOOLS
 from inference.engine_config import DEMO_CONTEXT_LENGTH, DEMO_POOL_ENGINE_ARGS
 from inference.real_model import SMOLLM2, W8A8_SUFFIX
 
@@ -50,6 +51,7 @@ def demo_pool_upsert(name: str, *, models_dir=None) -> ModelPool:
     pool.display_name = spec["display_name"]
     pool.model = str(root / spec["folder"])
     pool.engine_args = dict(DEMO_POOL_ENGINE_ARGS[name])
+    pool.chat_template = SMOLLM2_TOOLS  # the model's own template, plus the tool format (function calling)
     pool.default_sampling = dict(DEMO_SAMPLING)
     pool.context_length = DEMO_CONTEXT_LENGTH
     pool.max_output_tokens = 4096

@@ -5,6 +5,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from inference import chat_templates
 from inference.engine_config import checkpoint_quantization, engine_config_problems
 
 
@@ -20,6 +21,11 @@ class ModelPool(models.Model):
     model = models.CharField(max_length=500, help_text="A local path or a hub id the worker loads.")
     # Every engine argument, explicit; inference.engine_config checks them when the pool is saved.
     engine_args = models.JSONField(default=dict, blank=True)
+    chat_template = models.CharField(
+        max_length=500, blank=True,
+        help_text="A chat template to render prompts with instead of the model's own: a file of "
+                  "inference/chat_templates (e.g. smollm2-tools.jinja) or an absolute path. A template that "
+                  "reads `tools` lets /v1/chat/completions take tools.")
     # Default sampling: temperature, top_p, max_tokens.
     default_sampling = models.JSONField(default=dict, blank=True)
     context_length = models.PositiveIntegerField(default=1024)
@@ -99,6 +105,11 @@ class ModelPool(models.Model):
         for problem in engine_config_problems(model=self.model, context_length=self.context_length,
                                               engine_args=self.engine_args, device=self.device):
             errors.setdefault(problem.field, []).append(problem.message)
+        if self.chat_template:
+            try:
+                chat_templates.read(self.chat_template)
+            except chat_templates.ChatTemplateError as exc:
+                errors.setdefault("chat_template", []).append(str(exc))
         if self.levers and self.base_pool_id is None:
             errors.setdefault("base_pool", []).append(
                 f"{', '.join(self.levers)} make this pool a variant: name the base pool its quality gate compares with")

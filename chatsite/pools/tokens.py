@@ -7,6 +7,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from inference import chat_templates
+
 # The chat template adds role markers around each message.
 TEMPLATE_TOKENS_PER_MESSAGE = 4
 TEMPLATE_TOKENS_PER_PROMPT = 4
@@ -51,4 +53,25 @@ def chat_template(model: str) -> str | None:
 def chat_template_has_tools(model: str) -> bool:
     """Whether the model's chat template renders tool definitions (reads `tools`)."""
     template = chat_template(model)
+    return template is not None and "tools" in template
+
+
+@lru_cache(maxsize=16)
+def _shipped_template(name: str) -> str | None:
+    try:
+        return chat_templates.read(name)
+    except chat_templates.ChatTemplateError:
+        return None
+
+
+def pool_chat_template(pool) -> str | None:
+    """The template the pool's prompts are rendered with: its own `chat_template` file
+    when it names one, else the model's (None when neither can be read here)."""
+    return _shipped_template(pool.chat_template) if pool.chat_template else chat_template(pool.model)
+
+
+def pool_takes_tools(pool) -> bool:
+    """Whether the pool's chat template renders tool definitions (it reads `tools`):
+    only then may a request give it tools."""
+    template = pool_chat_template(pool)
     return template is not None and "tools" in template

@@ -68,15 +68,34 @@ def test_tools_are_refused_naming_the_pools_chat_template(api_key, db, settings)
     assert row_counts() == (0, 0, 0)
 
 
-def test_tools_on_a_template_that_has_them_are_refused_as_not_implemented(api_key, db, tmp_path):
+def test_tools_are_taken_where_the_models_own_template_reads_them(key, db, tmp_path):
     template = "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
     queueing_pool("template-with-tools", model=str(tmp_path))
-    resp = key_client(api_key).post("/v1/chat/completions",
-                                    {**ASK, "model": "template-with-tools", "tool_choice": "required"},
-                                    content_type="application/json")
-    err = assert_openai_error(resp, 400, param="tool_choice")
-    assert "tool calling is not supported by this server" in err["message"]
+    tool = {"type": "function", "function": {"name": "weather", "parameters": SCHEMA}}
+    run = _submit(key, model="template-with-tools", tools=[tool], tool_choice="required")
+    saved = GenerationRun.objects.get(pk=run.pk).sampling
+    assert saved["tools"] == {"definitions": [tool], "choice": "required", "parallel": True}
+    assert saved["response_format"]["schema"]["items"]["anyOf"][0]["properties"] == {
+        "name": {"const": "weather"}, "arguments": SCHEMA}
+
+
+def test_a_pools_own_chat_template_file_decides_and_constrains_a_named_call(key, db):
+    queueing_pool("flagship", chat_template="smollm2-tools.jinja")
+    tool = {"type": "function", "function": {"name": "weather", "description": "Weather", "parameters": SCHEMA}}
+    run = _submit(key, tools=[tool], tool_choice={"type": "function", "function": {"name": "weather"}},
+                  parallel_tool_calls=False)
+    saved = GenerationRun.objects.get(pk=run.pk).sampling
+    assert saved["tools"] == {"definitions": [tool], "choice": {"name": "weather"}, "parallel": False}
+    # The reply is the arguments object: vLLM structured outputs hold it to the function's schema.
+    assert saved["response_format"] == {"type": "json_schema", "name": "tool_arguments", "schema": SCHEMA}
+
+
+def test_tool_choice_none_offers_no_tools(key, db):
+    queueing_pool("flagship", chat_template="smollm2-tools.jinja")
+    tool = {"type": "function", "function": {"name": "weather"}}
+    run = _submit(key, tools=[tool], tool_choice="none")
+    assert "tools" not in GenerationRun.objects.get(pk=run.pk).sampling
 
 
 def test_a_too_large_schema_is_refused(key, pool):
@@ -85,3 +104,13 @@ def test_a_too_large_schema_is_refused(key, pool):
         _submit(key, response_format=fmt)
     assert info.value.field == "response_format.json_schema.schema"
     assert GenerationRun.objects.count() == 0
+
+
+def test_tools_that_leave_no_room_in_the_context_are_refused_naming_tools(key, db):
+    queueing_pool("flagship", chat_template="smollm2-tools.jinja")  # context 1,024 tokens
+    tool = {"type": "function", "function": {"name": "weather", "description": "x " * 2000, "parameters": SCHEMA}}
+    with pytest.raises(InvalidInput) as info:
+        _submit(key, tools=[tool], max_tokens=40)
+    assert (info.value.field, info.value.code) == ("tools", "context_length_exceeded")
+    assert GenerationRun.objects.count() == 0  # the chat and the run were rolled back
+    _submit(key, tools=[{**tool, "function": {**tool["function"], "description": "x " * 100}}], max_tokens=40)

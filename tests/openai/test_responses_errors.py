@@ -25,6 +25,7 @@ REFUSED = [
      "input[0].content[0].type"),
     ({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}, "input[0].type"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+    ({"input": [{"role": "tool", "content": "x"}, {"role": "user", "content": "Hi"}]}, "input[0].role"),
     ({"input": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}, "input[1].role"),
     ({"input": []}, "input"),
     ({"input": 5}, "input"),

@@ -63,3 +63,34 @@ def test_the_admin_refuses_the_save_and_says_why(client, models):
     assert not ModelPool.objects.filter(name="cpu16").exists()
     resp = client.post("/admin/pools/modelpool/add/", {**form, "engine_args": json.dumps(DEMO_ENGINE_ARGS)})
     assert resp.status_code == 302 and ModelPool.objects.filter(name="cpu16").exists()
+
+
+@pytest.mark.django_db
+def test_a_chat_template_the_pool_names_must_be_readable_and_decides_whether_it_takes_tools(tmp_path):
+    from chatsite.pools.tokens import pool_takes_tools
+
+    pool = PoolFactory.build(name="templated", chat_template="missing.jinja", engine_args=DEMO_ENGINE_ARGS)
+    with pytest.raises(ValidationError) as err:
+        pool.full_clean()
+    assert "missing.jinja" in err.value.message_dict["chat_template"][0]
+    assert not pool_takes_tools(pool)
+    pool.chat_template = "smollm2-tools.jinja"  # shipped in inference/chat_templates
+    pool.full_clean()
+    assert pool_takes_tools(pool)
+    plain = tmp_path / "plain.jinja"
+    plain.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    pool.chat_template = str(plain)
+    pool.full_clean()
+    assert not pool_takes_tools(pool)
+
+
+@pytest.mark.django_db
+def test_the_demo_pools_take_tools_through_the_shipped_template(models):
+    from chatsite.pools.demo import demo_pool_upsert
+    from chatsite.pools.tokens import chat_template_has_tools, pool_takes_tools
+
+    if not (models / "smollm2-135m-instruct" / "config.json").is_file():
+        pytest.skip("the real model is not built here (scripts/setup.sh builds it)")
+    pool = demo_pool_upsert("flagship")
+    assert pool.chat_template == "smollm2-tools.jinja" and pool_takes_tools(pool)
+    assert not chat_template_has_tools(pool.model)  # the model's own template has none

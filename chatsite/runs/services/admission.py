@@ -40,6 +40,7 @@ class Turn:
     content: str = ""  # SEND: the user's message
     tokens: int = 0  # SEND: its tokens
     edit_of: Message | None = None  # SEND: the message this one is a new version of
+    tool_call_id: str = ""  # SEND: the message is a tool's result for this call (role tool), not the user's
     asked: Message | None = None  # REGENERATE, CONTINUE: the user message answered
     continued: Message | None = None  # CONTINUE: the reply carried on
 
@@ -59,7 +60,8 @@ class Order:
 
 def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str = "interactive",
                source: str = GenerationRun.Source.API, idempotency_key: str = "",
-               model: str | None = None, raw_prompt: bool = False, **sampling) -> GenerationRun:
+               model: str | None = None, raw_prompt: bool = False, tool_call_id: str = "",
+               **sampling) -> GenerationRun:
     """Save the user's message (after the chat's chosen path, or as a new version of
     `edit_of`, a user message of the chat), an empty assistant message and a queued
     run, then (after commit) hand the run to its queue. A repeated `idempotency_key`
@@ -69,7 +71,8 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     stop, seed, ignore_eos, top_k, min_p, the penalties, response_format); unset ones
     come from the chat's settings, then the pool's defaults. `raw_prompt`: the
     model gets `content` as it is, with no chat template and none of the chat's
-    earlier messages (a text completion).
+    earlier messages (a text completion). `tool_call_id`: the message is a function's
+    result (role tool) answering that call of the chat's last reply, not the user's.
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
     model's context), ModelUnavailable (503) when no worker of the pool is live and it
@@ -85,7 +88,7 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     pool = _pool(chat, model)
     sampling = _sampling(chat, pool, **sampling)
     tokens = count_tokens(pool.model, content)
-    turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of)
+    turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of, tool_call_id=tool_call_id)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
     return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room, raw_prompt))
 
@@ -222,8 +225,9 @@ def _messages(chat: Chat, turn: Turn) -> tuple[Message, Message, int | None]:
         else:
             parent_id = tree.leaf_id(chat)
             depth = 0 if parent_id is None else Message.objects.values_list("depth", flat=True).get(pk=parent_id) + 1
-        asked = Message.objects.create(chat=chat, parent_id=parent_id, depth=depth, role=Message.Role.USER,
-                                       content=turn.content, token_count=turn.tokens)
+        role = Message.Role.TOOL if turn.tool_call_id else Message.Role.USER
+        asked = Message.objects.create(chat=chat, parent_id=parent_id, depth=depth, role=role,
+                                       content=turn.content, token_count=turn.tokens, tool_call_id=turn.tool_call_id)
         anchor = parent_id
     else:
         asked, anchor = turn.asked, turn.asked.pk
@@ -285,15 +289,26 @@ def _snapshot(chat: Chat, pool, asked: Message, room: int, *, prefix: Message | 
     if prefix is not None:
         tail = [{"role": Message.Role.ASSISTANT, "content": prefix.content}]
         used += prefix.token_count + TEMPLATE_TOKENS_PER_MESSAGE
-    kept = [{"role": asked.role, "content": asked.content}]
+    kept = [_prompt_message(asked.role, asked.content, None, asked.tool_call_id)]
     history = tree.path_rows(chat_id=chat.pk, from_id=asked.parent_id, limit=HISTORY_LIMIT) if asked.parent_id else []
-    for role, content, token_count in history:
-        if role == Message.Role.ASSISTANT and not content:
+    for role, content, token_count, tool_calls, tool_call_id in history:
+        if role == Message.Role.ASSISTANT and not content and not tool_calls:
             continue  # a reply that failed or was stopped before its first token
         cost = token_count + TEMPLATE_TOKENS_PER_MESSAGE
         if used + cost > room:
             break
         used += cost
-        kept.append({"role": role, "content": content})
+        kept.append(_prompt_message(role, content, tool_calls, tool_call_id))
     kept.reverse()
     return head + kept + tail, used
+
+
+def _prompt_message(role: str, content: str, tool_calls: list | None, tool_call_id: str) -> dict:
+    """A message of the prompt snapshot: {role, content}, and an assistant's tool calls
+    or a tool result's call id when it has them (the chat template reads both)."""
+    message = {"role": role, "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if tool_call_id:
+        message["tool_call_id"] = tool_call_id
+    return message

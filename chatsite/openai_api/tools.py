@@ -1,0 +1,176 @@
+"""Tool calling on /v1/chat/completions, the request side: `tools`, `tool_choice` and
+`parallel_tool_calls` checked and reduced to what a run keeps (its sampling's
+"tools"); an assistant message's `tool_calls` and a tool message checked; and the
+JSON Schema that constrains a reply that must call a function.
+
+A reply that must call (`required`, or a named function) is constrained by vLLM
+structured outputs: a named function's reply is its arguments object, a required
+call's a list of {"name", "arguments"} (one at most without parallel calls). With
+`auto` the model writes Hermes `<tool_call>` blocks, parsed by tool_calls.py."""
+import json
+import re
+from dataclasses import dataclass
+
+from jsonschema import Draft202012Validator, SchemaError
+
+from chatsite.errors import InvalidInput
+
+MAX_TOOLS = 128
+MAX_TOOLS_CHARS = 64_000  # all definitions as JSON
+NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+MAX_CALL_ID_CHARS = 100
+NO_PARAMETERS = {"type": "object", "properties": {}}
+CHOICES = ("none", "auto", "required")
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """The functions a run offers and how it must use them."""
+    definitions: list[dict]  # [{"type": "function", "function": {"name", "description"?, "parameters"}}]
+    choice: str | dict  # "auto", "required" or {"name": ...}
+    parallel: bool
+
+    def as_run_tools(self) -> dict:
+        """What GenerationRun.sampling["tools"] holds: the worker renders `definitions`,
+        the formatter reads `choice` and `parallel`."""
+        return {"definitions": self.definitions, "choice": self.choice, "parallel": self.parallel}
+
+    def constraint(self) -> dict | None:
+        """The response_format that makes the reply a call (None for `auto`)."""
+        if self.choice == "auto":
+            return None
+        by_name = {d["function"]["name"]: d["function"] for d in self.definitions}
+        if isinstance(self.choice, dict):
+            schema = by_name[self.choice["name"]]["parameters"]
+            return {"type": "json_schema", "name": "tool_arguments", "schema": schema}
+        calls = [{"type": "object", "properties": {"name": {"const": name}, "arguments": f["parameters"]},
+                  "required": ["name", "arguments"], "additionalProperties": False} for name, f in by_name.items()]
+        schema = {"type": "array", "minItems": 1, "items": {"anyOf": calls}}
+        if not self.parallel:
+            schema["maxItems"] = 1
+        return {"type": "json_schema", "name": "tool_calls", "schema": schema}
+
+
+def parse_tool_use(body: dict) -> ToolUse | None:
+    """The request's tool use, or None when it offers no tools (none given, or
+    tool_choice "none"). Raises InvalidInput naming the parameter at fault."""
+    tools, choice, parallel = body.get("tools"), body.get("tool_choice"), body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise InvalidInput("parallel_tool_calls must be true or false", field="parallel_tool_calls")
+    definitions = _definitions(tools) if tools is not None else []
+    names = {d["function"]["name"] for d in definitions}
+    choice = _choice(choice, names)
+    if choice == "none" or (choice == "auto" and not definitions):
+        return None
+    fmt = body.get("response_format")
+    if fmt not in (None, {"type": "text"}):
+        raise InvalidInput("response_format cannot be combined with tools here: a constrained reply could not "
+                           "call a function; send tool_choice \"none\" or leave response_format out",
+                           field="response_format")
+    return ToolUse(definitions, choice, True if parallel is None else parallel)
+
+
+def _definitions(tools) -> list[dict]:
+    if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
+        raise InvalidInput(f"tools must be a list of at most {MAX_TOOLS} function tools", field="tools")
+    if len(json.dumps(tools)) > MAX_TOOLS_CHARS:
+        raise InvalidInput(f"tools may be at most {MAX_TOOLS_CHARS} characters as JSON", field="tools")
+    out, seen = [], set()
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise InvalidInput(f'tools[{i}] must be {{"type": "function", "function": {{...}}}}: only function '
+                               "tools are supported", field=f"tools[{i}].type")
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise InvalidInput(f"tools[{i}].function must be an object with name, description and parameters",
+                               field=f"tools[{i}].function")
+        name = function.get("name")
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise InvalidInput(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ or -",
+                               field=f"tools[{i}].function.name")
+        if name in seen:
+            raise InvalidInput(f"tools[{i}].function.name: {name!r} is given twice", field=f"tools[{i}].function.name")
+        seen.add(name)
+        description = function.get("description")
+        if description is not None and not isinstance(description, str):
+            raise InvalidInput(f"tools[{i}].function.description must be a string",
+                               field=f"tools[{i}].function.description")
+        if function.get("strict") not in (None, True, False):
+            raise InvalidInput(f"tools[{i}].function.strict must be true or false", field=f"tools[{i}].function.strict")
+        clean = {"name": name, "parameters": _parameters(function.get("parameters"), i)}
+        if description:
+            clean["description"] = description
+        out.append({"type": "function", "function": clean})
+    return out
+
+
+def _parameters(schema, i: int) -> dict:
+    field = f"tools[{i}].function.parameters"
+    if schema is None:
+        return dict(NO_PARAMETERS)
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        raise InvalidInput(f'{field} must be a JSON Schema of an object ({{"type": "object", "properties": '
+                           "{...}})", field=field)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidInput(f"{field} is not a valid JSON Schema: {exc.message}", field=field) from None
+    return schema
+
+
+def _choice(choice, names: set[str]):
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        if choice not in CHOICES:
+            raise InvalidInput('tool_choice must be "none", "auto", "required" or {"type": "function", '
+                               '"function": {"name": ...}}', field="tool_choice")
+        if choice == "required" and not names:
+            raise InvalidInput('tool_choice "required" needs tools to call', field="tool_choice")
+        return choice
+    function = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise InvalidInput('tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
+                           '{"name": ...}}', field="tool_choice")
+    if name not in names:
+        raise InvalidInput(f"tool_choice names the function {name[:64]!r}, which is not among tools",
+                           field="tool_choice.function.name")
+    return {"name": name}
+
+
+def assistant_calls(calls, i: int) -> list[dict]:
+    """An assistant message's `tool_calls`, checked: [{id, type, function: {name, arguments}}],
+    arguments a JSON object as text. Raises InvalidInput naming the part."""
+    if not isinstance(calls, list) or not calls:
+        raise InvalidInput(f"messages[{i}].tool_calls must be a non-empty list", field=f"messages[{i}].tool_calls")
+    out = []
+    for j, call in enumerate(calls):
+        at = f"messages[{i}].tool_calls[{j}]"
+        if not isinstance(call, dict) or call.get("type", "function") != "function":
+            raise InvalidInput(f"{at} must be a function call object", field=at)
+        call_id, function = call.get("id"), call.get("function")
+        if not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_CALL_ID_CHARS:
+            raise InvalidInput(f"{at}.id must be a string of 1 to {MAX_CALL_ID_CHARS} characters", field=f"{at}.id")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise InvalidInput(f"{at}.function must be an object with name and arguments", field=f"{at}.function")
+        arguments = function.get("arguments")
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise InvalidInput(f"{at}.function.arguments must be a JSON object as a string",
+                               field=f"{at}.function.arguments")
+        out.append({"id": call_id, "type": "function",
+                    "function": {"name": function["name"], "arguments": arguments}})
+    return out
+
+
+def tool_call_id(msg: dict, i: int, call_ids: set[str]) -> str:
+    """A tool message's `tool_call_id`: one of the earlier assistant messages' calls."""
+    value = msg.get("tool_call_id")
+    if not isinstance(value, str) or value not in call_ids:
+        raise InvalidInput(f"messages[{i}].tool_call_id must be the id of a call in an earlier assistant "
+                           "message's tool_calls", field=f"messages[{i}].tool_call_id")
+    return value

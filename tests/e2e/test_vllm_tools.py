@@ -1,0 +1,37 @@
+"""Tool calling on the real engine: SmolLM2-135M-Instruct, through the shipped tool
+template, asked for a named function, writes arguments that parse and match the
+function's schema (vLLM structured outputs hold it to them, on the CPU build)."""
+import json
+
+import jsonschema
+import openai
+import pytest
+
+from tests.conftest import VLLM_POOL
+from tests.runs.helpers import wait_terminal
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
+
+WEATHER = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
+           "properties": {"city": {"type": "string", "maxLength": 40},
+                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The current weather in a city",
+                                           "parameters": WEATHER}}]
+
+
+def test_a_named_function_call_has_arguments_matching_its_schema(live_url, vllm_pool, api_key):
+    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    out = client.chat.completions.create(
+        model=VLLM_POOL, max_tokens=80, temperature=0.0, tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls
+    assert call.function.name == "get_weather"
+    arguments = json.loads(call.function.arguments)
+    jsonschema.validate(arguments, WEATHER)
+    run = wait_terminal(int(out.id.removeprefix("chatcmpl-")), timeout=120)
+    assert run.status == "completed" and json.loads(run.assistant_message.content) == arguments
+    # The tools reached the prompt through the pool's template: far more prompt than the question alone.
+    assert run.prompt_tokens > 100

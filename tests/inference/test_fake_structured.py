@@ -1,0 +1,53 @@
+"""The fake engine under a JSON Schema writes a value of that schema, the same for
+the same request; offered tools with no constraint, it calls the one the user names
+in the Hermes format; after a tool's result it answers in words."""
+import json
+
+import jsonschema
+import pytest
+
+from inference.fake_backend import FakeBackend
+from inference.prompt import assemble
+from inference.types import GenerationRequest
+
+SCHEMAS = [
+    {"type": "object", "properties": {"city": {"type": "string", "maxLength": 5}, "n": {"type": "integer",
+                                                                                        "minimum": 3, "maximum": 4}},
+     "required": ["city", "n"], "additionalProperties": False},
+    {"type": "array", "minItems": 1, "maxItems": 1, "items": {"anyOf": [
+        {"type": "object", "properties": {"name": {"const": "f"}, "arguments": {"type": "object"}},
+         "required": ["name", "arguments"]}]}},
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 2},
+                                      "ok": {"type": "boolean"}, "x": {"type": ["number", "null"]},
+                                      "ref": {"$ref": "#/$defs/r"}}, "$defs": {"r": {"type": "string"}}},
+]
+TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": SCHEMAS[0]}},
+         {"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}}]
+
+
+def _reply(backend, messages, **fields) -> str:
+    plan = assemble(backend.tokenizer, messages, max_prompt_tokens=10_000, tools=fields.pop("tools", None))
+    return "".join(backend.reply_words(GenerationRequest("r", plan.token_ids, 500, seed=5, **fields)))
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_a_schema_constrained_reply_is_a_value_of_the_schema_and_the_same_each_time(schema):
+    backend = FakeBackend()
+    asked = [{"role": "user", "content": "Hi"}]
+    text = _reply(backend, asked, json_schema=json.dumps(schema))
+    jsonschema.validate(json.loads(text), schema)
+    assert _reply(backend, asked, json_schema=json.dumps(schema)) == text
+
+
+def test_offered_tools_it_calls_the_one_named_then_answers_the_result_in_words():
+    backend = FakeBackend()
+    asked = [{"role": "user", "content": "What does clock say?"}]
+    text = _reply(backend, asked, tools=TOOLS)
+    assert text.startswith("Calling clock.\n<tool_call>\n") and text.endswith("\n</tool_call>")
+    call = json.loads(text.removeprefix("Calling clock.\n<tool_call>\n").removesuffix("\n</tool_call>"))
+    assert call["name"] == "clock"
+    answered = asked + [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "clock", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "noon"}]
+    assert "<tool_call>" not in _reply(backend, answered, tools=TOOLS)
+    assert "<tool_call>" not in _reply(backend, asked)  # no tools offered: words
