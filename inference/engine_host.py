@@ -126,7 +126,7 @@ class EngineHost:
             if chunk.finished:
                 active.discard(rid)
             self._pending.append(StepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished, chunk.finish_reason,
-                                           chunk.num_prompt_tokens, chunk.error))
+                                           chunk.num_prompt_tokens, chunk.error, chunk.logprobs))
             # Outputs of one engine step arrive in the same loop iteration; flushing on
             # the next one hands the whole step over at once.
             if not self._flush_scheduled:

@@ -2,14 +2,17 @@
 
 The reply is a pure function of (prompt token ids, seed, max_tokens): a
 sequence of words from a fixed vocabulary, one token per word, emitted at a
-chosen pace. A prompt containing FAIL_MARKER fails mid-stream, to test the
+chosen pace. Asked for log probabilities, each position gets a distribution over
+the vocabulary that is a pure function of the same inputs and the position, in
+which the word emitted is usually, not always, the most likely. A prompt containing FAIL_MARKER fails mid-stream, to test the
 path of an engine error.
 """
 import asyncio
 import hashlib
+import math
 import random
 
-from inference.types import Chunk, EngineStats, GenerationRequest
+from inference.types import Chunk, EngineStats, GenerationRequest, TokenLogprob
 
 FAIL_MARKER = "[[engine-fail]]"
 _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", "read",
@@ -36,11 +39,29 @@ class CharTokenizer:
 
 
 class _Active:
-    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason")
+    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "logprobs")
 
-    def __init__(self, words, emit, fail_at, prompt_tokens, reason):
+    def __init__(self, words, emit, fail_at, prompt_tokens, reason, logprobs=None):
         self.words, self.emit, self.fail_at, self.prompt_tokens, self.reason = words, emit, fail_at, prompt_tokens, reason
+        self.logprobs = logprobs
         self.next = 0
+
+
+def word_logprobs(request: GenerationRequest, words: list[str]) -> list[TokenLogprob]:
+    """Each emitted word's logprob and the request's `logprobs` most likely words at
+    its position (with the emitted word's leading space), from a softmax over the
+    vocabulary whose weights depend only on the prompt, the seed and the position."""
+    digest = hashlib.sha256(repr(request.prompt_token_ids).encode()).hexdigest()
+    out = []
+    for i, emitted in enumerate(words):
+        space, word = ("", emitted) if i == 0 else (" ", emitted[1:])
+        rng = random.Random(f"{digest}:{request.seed or 0}:{i}")
+        weights = {w: rng.random() * 3.0 + (2.5 if w == word else 0.0) for w in _WORDS}
+        norm = math.log(sum(math.exp(v) for v in weights.values()))
+        ranked = sorted(_WORDS, key=lambda w: -weights[w])[:request.logprobs]
+        out.append(TokenLogprob(emitted, weights[word] - norm,
+                                tuple((space + w, weights[w] - norm) for w in ranked)))
+    return out
 
 
 class FakeBackend:
@@ -72,7 +93,9 @@ class FakeBackend:
         words = self.reply_words(request)
         fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
         reason = "length" if len(words) == request.max_tokens else "stop"
-        self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason)
+        logprobs = word_logprobs(request, words) if request.logprobs is not None else None
+        self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason,
+                                                   logprobs)
         if self._stepper is None or self._stepper.done():
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
 
@@ -101,7 +124,8 @@ class FakeBackend:
                 last = req.next == len(req.words)
                 if last:
                     del self._active[rid]
-                req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens))
+                req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens,
+                               logprobs=None if req.logprobs is None else (req.logprobs[i],)))
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active:

@@ -1,5 +1,20 @@
 """The small vocabulary shared by the engine host, its backends and its sink."""
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+# The most alternatives a request may ask for per token (OpenAI's top_logprobs limit,
+# and vLLM's default max_logprobs).
+MAX_TOP_LOGPROBS = 20
+
+
+class TokenLogprob(NamedTuple):
+    """One generated token's log probability and the `top` most likely tokens at its
+    position, most likely first, as (token text, logprob) pairs. A tuple, so it goes
+    to JSON as [token, logprob, [[alt, logprob], ...]] with no conversion."""
+
+    token: str
+    logprob: float
+    top: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,9 @@ class GenerationRequest:
     # JSON Schema `json_schema` (as JSON text, so the request stays hashable).
     json_object: bool = False
     json_schema: str | None = None
+    # None: no log probabilities; k (0..MAX_TOP_LOGPROBS): every token's logprob and the
+    # k most likely alternatives at its position.
+    logprobs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +55,7 @@ class Chunk:
     finish_reason: str | None = None  # stop, length, abort
     num_prompt_tokens: int = 0
     error: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None  # one per token, when the request asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +71,7 @@ class StepDelta:
     finish_reason: str | None = None
     num_prompt_tokens: int = 0
     error: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None  # one per token, when the request asked
 
 
 @dataclass
