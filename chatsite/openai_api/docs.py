@@ -68,6 +68,11 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
     response_format = serializers.JSONField(required=False, allow_null=True, help_text=(
         '{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema", '
         '"strict"}}: the reply is constrained to JSON (matching the schema) by vLLM structured outputs.'))
+    logprobs = serializers.BooleanField(required=False, allow_null=True, help_text=(
+        "true: choices[0].logprobs.content holds every reply token's log probability (streamed: each chunk's "
+        "tokens')."))
+    top_logprobs = serializers.IntegerField(required=False, min_value=0, max_value=20, allow_null=True, help_text=(
+        "0 to 20, only with logprobs: true: the most likely tokens at each position, with theirs."))
     user = serializers.CharField(required=False, allow_null=True, help_text="Accepted, not used.")
 
 
@@ -80,7 +85,9 @@ class OpenAIAssistantMessage(serializers.Serializer):
 class OpenAIChoice(serializers.Serializer):
     index = serializers.IntegerField(help_text="Always 0 (one choice).")
     message = OpenAIAssistantMessage()
-    logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
+    logprobs = serializers.JSONField(allow_null=True, help_text=(
+        'Null unless asked for; then {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", '
+        '"logprob", "bytes"}]}], "refusal": null}.'))
     finish_reason = serializers.ChoiceField(["stop", "length"])
 
 
@@ -195,13 +202,16 @@ class OpenAITextCompletionRequest(serializers.Serializer):
     n = serializers.IntegerField(required=False, min_value=1, max_value=1, allow_null=True, help_text="Only 1.")
     echo = serializers.BooleanField(required=False, help_text="Only false.")
     suffix = serializers.CharField(required=False, allow_null=True, help_text="Refused (400) unless empty.")
-    logprobs = serializers.IntegerField(required=False, allow_null=True, help_text="Refused (400) unless null.")
+    logprobs = serializers.IntegerField(required=False, min_value=0, max_value=5, allow_null=True, help_text=(
+        "0 to 5: every token's log probability and the N most likely tokens at each position."))
 
 
 class OpenAITextChoice(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, help_text="The text, as saved on the run.")
     index = serializers.IntegerField(help_text="Always 0.")
-    logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
+    logprobs = serializers.JSONField(allow_null=True, help_text=(
+        'Null unless asked for; then {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], '
+        '"text_offset"} (offsets count characters into the completion text).'))
     finish_reason = serializers.ChoiceField(["stop", "length"])
 
 
