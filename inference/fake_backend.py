@@ -12,7 +12,7 @@ import hashlib
 import math
 import random
 
-from inference.types import Chunk, EngineStats, GenerationRequest, TokenLogprob
+from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 FAIL_MARKER = "[[engine-fail]]"
 _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", "read",
@@ -124,8 +124,11 @@ class FakeBackend:
                 last = req.next == len(req.words)
                 if last:
                     del self._active[rid]
-                req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens,
-                               logprobs=None if req.logprobs is None else (req.logprobs[i],)))
+                if req.logprobs is None:
+                    req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens))
+                else:
+                    req.emit(LogprobsChunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens,
+                                           logprobs=(req.logprobs[i],)))
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active:

@@ -55,7 +55,14 @@ class Chunk:
     finish_reason: str | None = None  # stop, length, abort
     num_prompt_tokens: int = 0
     error: str | None = None
-    logprobs: tuple[TokenLogprob, ...] | None = None  # one per token, when the request asked
+    logprobs = None  # not a field: only a LogprobsChunk has them, so a plain chunk costs what it did
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobsChunk(Chunk):
+    """A chunk of a request that asked for logprobs: one TokenLogprob per token."""
+
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +78,16 @@ class StepDelta:
     finish_reason: str | None = None
     num_prompt_tokens: int = 0
     error: str | None = None
-    logprobs: tuple[TokenLogprob, ...] | None = None  # one per token, when the request asked
+    # Not a field, as on Chunk: the engine loop makes one delta per token of every run,
+    # and only a LogprobsStepDelta (a run that asked) pays for carrying logprobs.
+    logprobs = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobsStepDelta(StepDelta):
+    """A step delta of a request that asked for logprobs: one TokenLogprob per token."""
+
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass

@@ -5,7 +5,7 @@ import time
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.stat_logger import make_stats_logger as _make_stats_logger
-from inference.types import Chunk, EngineStats, GenerationRequest, TokenLogprob
+from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +88,12 @@ class VllmBackend:
                 emit(Chunk("", 0, True, error=f"{type(output).__name__}: {output}"))
                 return
             completion = output.outputs[0]
-            logprobs = None if k is None else token_logprobs(completion.token_ids, completion.logprobs, k)
-            emit(Chunk(completion.text, len(completion.token_ids), output.finished,
-                       completion.finish_reason if output.finished else None, prompt_len, logprobs=logprobs))
+            reason = completion.finish_reason if output.finished else None
+            if k is None:
+                emit(Chunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len))
+            else:
+                emit(LogprobsChunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len,
+                                   logprobs=token_logprobs(completion.token_ids, completion.logprobs, k)))
 
         collector = await self.engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
                                                   params, priority=request.priority)

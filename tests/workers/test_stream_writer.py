@@ -91,14 +91,14 @@ def test_a_handed_back_run_gets_no_terminal_entry(writer):
 
 def test_a_logprobs_run_writes_its_tokens_logprobs_and_a_plain_run_does_not(writer):
     from chatsite.runs.stream import codec
-    from inference.types import TokenLogprob
+    from inference.types import LogprobsStepDelta, TokenLogprob
 
     run = active(lease.acquire(RUN, "w"), logprobs=True)
     writer.register(run)
     rid = run.request_id
     a, b = TokenLogprob("Hel", -0.1, (("Hel", -0.1), ("He", -2.5))), TokenLogprob("lo", -0.7, (("lo", -0.7),))
-    writer.on_step([StepDelta(rid, "Hel", 1, logprobs=(a,))])
-    writer.on_step([StepDelta(rid, "lo", 1, logprobs=(b,)),
+    writer.on_step([LogprobsStepDelta(rid, "Hel", 1, logprobs=(a,))])
+    writer.on_step([LogprobsStepDelta(rid, "lo", 1, logprobs=(b,)),
                     StepDelta(rid, "", 0, finished=True, finish_reason="stop", num_prompt_tokens=4)])
     assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
     raw = get_redis().xrange(redis_keys.run_stream(RUN))
