@@ -28,9 +28,15 @@ def sampling_params(request: GenerationRequest):
     )
 
 
-# What OpenAI reports for a token too unlikely to have a figure; here only if vLLM
-# ever left the sampled token out of its position's dict (it always includes it).
+# What OpenAI reports for a token too unlikely to have a figure: the floor of every
+# figure here (JSON has no -Infinity), and the sampled token's if vLLM ever left it
+# out of its position's dict (it always includes it).
 UNKNOWN_LOGPROB = -9999.0
+
+
+def _figure(logprob) -> float:
+    value = float(logprob)
+    return value if value > UNKNOWN_LOGPROB else UNKNOWN_LOGPROB  # also for -inf and NaN
 
 
 def token_logprobs(token_ids, positions, k: int) -> tuple[TokenLogprob, ...]:
@@ -46,8 +52,8 @@ def token_logprobs(token_ids, positions, k: int) -> tuple[TokenLogprob, ...]:
                      key=lambda lp: (lp.rank, -lp.logprob))
         out.append(TokenLogprob(
             (sampled.decoded_token or "") if sampled else "",
-            float(sampled.logprob) if sampled else UNKNOWN_LOGPROB,
-            tuple((lp.decoded_token or "", float(lp.logprob)) for lp in top)))
+            _figure(sampled.logprob) if sampled else UNKNOWN_LOGPROB,
+            tuple((lp.decoded_token or "", _figure(lp.logprob)) for lp in top)))
     return tuple(out)
 
 

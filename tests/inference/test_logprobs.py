@@ -63,3 +63,5 @@ def test_vllms_positions_become_the_sampled_tokens_figure_and_the_top_k_by_rank(
                    TokenLogprob(" loop", -3.5, ((" code", -0.4), (" list", -1.2))))
     assert token_logprobs([7], positions[:1], 0) == (TokenLogprob(" the", -0.2, ()),)
     assert token_logprobs([7, 8], positions[:1], 1)[1] == TokenLogprob("", UNKNOWN_LOGPROB, ())  # one per token
+    masked = token_logprobs([3], [{3: _lp(float("-inf"), 9, "x"), 1: _lp(float("nan"), 1, "y")}], 1)
+    assert masked == (TokenLogprob("x", UNKNOWN_LOGPROB, (("y", UNKNOWN_LOGPROB),)),)  # JSON has no -Infinity
