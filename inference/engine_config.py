@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.types import MAX_TOP_LOGPROBS
+
 # Every argument the platform passes to vLLM; a pool's engine_args may override
 # only these keys, and an unset key means this value (nothing is left to vLLM).
 ENGINE_ARG_DEFAULTS: dict = {
@@ -29,6 +31,9 @@ ENGINE_ARG_DEFAULTS: dict = {
     "distributed_executor_backend": "uni",
     "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto", "quantization": None, "speculative_config": None,
     "trust_remote_code": False, "disable_log_stats": False, "enable_log_requests": False,
+    # A request's logprobs (OpenAI's top_logprobs) are the model's own, before temperature
+    # and penalties, as OpenAI reports them; up to MAX_TOP_LOGPROBS alternatives per token.
+    "max_logprobs": MAX_TOP_LOGPROBS, "logprobs_mode": "raw_logprobs",
 }
 ENGINE_ARG_KEYS = frozenset(ENGINE_ARG_DEFAULTS)
 

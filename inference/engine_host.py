@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from inference.prompt import PromptPlan, assemble, encode_raw
-from inference.types import Chunk, EngineStats, GenerationRequest, StepDelta
+from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsStepDelta, StepDelta
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +129,14 @@ class EngineHost:
                 return  # it ended already; nothing more goes to the sink
             if chunk.finished:
                 active.discard(rid)
-            self._pending.append(StepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished, chunk.finish_reason,
-                                           chunk.num_prompt_tokens, chunk.error))
+            logprobs = chunk.logprobs
+            if logprobs is None:
+                self._pending.append(StepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
+                                               chunk.finish_reason, chunk.num_prompt_tokens, chunk.error))
+            else:
+                self._pending.append(LogprobsStepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
+                                                       chunk.finish_reason, chunk.num_prompt_tokens, chunk.error,
+                                                       logprobs))
             # Outputs of one engine step arrive in the same loop iteration; flushing on
             # the next one hands the whole step over at once.
             if not self._flush_scheduled:

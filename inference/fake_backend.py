@@ -6,15 +6,19 @@ chosen pace. A prompt containing FAIL_MARKER fails mid-stream, to test the
 path of an engine error. A reply constrained by a JSON Schema is a value that
 matches it (inference.fake_json); a prompt that offers tools, answering a user's
 turn, calls one in the Hermes format the shipped tool template teaches; both come
-out three characters a token, so markup and JSON are split across steps.
+out three characters a token, so markup and JSON are split across steps. Asked for
+log probabilities, each position gets a distribution over the vocabulary that is a
+pure function of the same inputs and the position, in which the word emitted is
+usually, not always, the most likely.
 """
 import asyncio
 import hashlib
 import json
+import math
 import random
 
 from inference.fake_json import instance
-from inference.types import Chunk, EngineStats, GenerationRequest
+from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 FAIL_MARKER = "[[engine-fail]]"
 TOOLS_OPEN = "<|tools|>\n"
@@ -50,11 +54,33 @@ class CharTokenizer:
 
 
 class _Active:
-    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason")
+    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "logprobs")
 
-    def __init__(self, words, emit, fail_at, prompt_tokens, reason):
+    def __init__(self, words, emit, fail_at, prompt_tokens, reason, logprobs=None):
         self.words, self.emit, self.fail_at, self.prompt_tokens, self.reason = words, emit, fail_at, prompt_tokens, reason
+        self.logprobs = logprobs
         self.next = 0
+
+
+def word_logprobs(request: GenerationRequest, words: list[str]) -> list[TokenLogprob]:
+    """Each emitted word's logprob and the request's `logprobs` most likely words at
+    its position (with the emitted word's leading space), from a softmax over the
+    vocabulary whose weights depend only on the prompt, the seed and the position."""
+    digest = hashlib.sha256(repr(request.prompt_token_ids).encode()).hexdigest()
+    out = []
+    for i, emitted in enumerate(words):
+        if i > 0 and emitted.startswith(" ") and emitted[1:] in _WORDS:
+            space, word = " ", emitted[1:]
+        else:  # the first word, or a piece of a JSON or tool-call reply
+            space, word = "", emitted
+        vocab = _WORDS if word in _WORDS else (*_WORDS, word)
+        rng = random.Random(f"{digest}:{request.seed or 0}:{i}")
+        weights = {w: rng.random() * 3.0 + (2.5 if w == word else 0.0) for w in vocab}
+        norm = math.log(sum(math.exp(v) for v in weights.values()))
+        ranked = sorted(vocab, key=lambda w: -weights[w])[:request.logprobs]
+        out.append(TokenLogprob(emitted, weights[word] - norm,
+                                tuple((space + w, weights[w] - norm) for w in ranked)))
+    return out
 
 
 class FakeBackend:
@@ -105,7 +131,9 @@ class FakeBackend:
         words = self.reply_words(request)
         fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
         reason = "length" if len(words) == request.max_tokens else "stop"
-        self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason)
+        logprobs = word_logprobs(request, words) if request.logprobs is not None else None
+        self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason,
+                                                   logprobs)
         if self._stepper is None or self._stepper.done():
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
 
@@ -134,7 +162,11 @@ class FakeBackend:
                 last = req.next == len(req.words)
                 if last:
                     del self._active[rid]
-                req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens))
+                if req.logprobs is None:
+                    req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens))
+                else:
+                    req.emit(LogprobsChunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens,
+                                           logprobs=(req.logprobs[i],)))
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active:

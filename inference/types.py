@@ -1,5 +1,20 @@
 """The small vocabulary shared by the engine host, its backends and its sink."""
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+# The most alternatives a request may ask for per token (OpenAI's top_logprobs limit,
+# and vLLM's default max_logprobs).
+MAX_TOP_LOGPROBS = 20
+
+
+class TokenLogprob(NamedTuple):
+    """One generated token's log probability and the `top` most likely tokens at its
+    position, most likely first, as (token text, logprob) pairs. A tuple, so it goes
+    to JSON as [token, logprob, [[alt, logprob], ...]] with no conversion."""
+
+    token: str
+    logprob: float
+    top: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,9 @@ class GenerationRequest:
     # JSON Schema `json_schema` (as JSON text, so the request stays hashable).
     json_object: bool = False
     json_schema: str | None = None
+    # None: no log probabilities; k (0..MAX_TOP_LOGPROBS): every token's logprob and the
+    # k most likely alternatives at its position.
+    logprobs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +55,14 @@ class Chunk:
     finish_reason: str | None = None  # stop, length, abort
     num_prompt_tokens: int = 0
     error: str | None = None
+    logprobs = None  # not a field: only a LogprobsChunk has them, so a plain chunk costs what it did
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobsChunk(Chunk):
+    """A chunk of a request that asked for logprobs: one TokenLogprob per token."""
+
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +78,16 @@ class StepDelta:
     finish_reason: str | None = None
     num_prompt_tokens: int = 0
     error: str | None = None
+    # Not a field, as on Chunk: the engine loop makes one delta per token of every run,
+    # and only a LogprobsStepDelta (a run that asked) pays for carrying logprobs.
+    logprobs = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobsStepDelta(StepDelta):
+    """A step delta of a request that asked for logprobs: one TokenLogprob per token."""
+
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass

@@ -5,7 +5,7 @@ import time
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.stat_logger import make_stats_logger as _make_stats_logger
-from inference.types import Chunk, EngineStats, GenerationRequest
+from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,37 @@ def sampling_params(request: GenerationRequest):
         top_k=request.top_k, min_p=request.min_p, frequency_penalty=request.frequency_penalty,
         presence_penalty=request.presence_penalty, repetition_penalty=request.repetition_penalty,
         seed=request.seed, stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
-        structured_outputs=structured, output_kind=RequestOutputKind.DELTA,
+        structured_outputs=structured, output_kind=RequestOutputKind.DELTA, logprobs=request.logprobs,
     )
+
+
+# What OpenAI reports for a token too unlikely to have a figure: the floor of every
+# figure here (JSON has no -Infinity), and the sampled token's if vLLM ever left it
+# out of its position's dict (it always includes it).
+UNKNOWN_LOGPROB = -9999.0
+
+
+def _figure(logprob) -> float:
+    value = float(logprob)
+    return value if value > UNKNOWN_LOGPROB else UNKNOWN_LOGPROB  # also for -inf and NaN
+
+
+def token_logprobs(token_ids, positions, k: int) -> tuple[TokenLogprob, ...]:
+    """vLLM's per-position logprobs (a dict of token id -> Logprob holding the sampled
+    token and the k of rank 1..k) as one TokenLogprob per token: the sampled token's
+    own, and the top k by rank (the sampled one among them only if it ranks there)."""
+    positions = list(positions or ())
+    out = []
+    for i, token_id in enumerate(token_ids):  # one per token, whatever vLLM sent
+        position = (positions[i] if i < len(positions) else None) or {}
+        sampled = position.get(token_id)
+        top = sorted((lp for lp in position.values() if lp.rank is not None and lp.rank <= k),
+                     key=lambda lp: (lp.rank, -lp.logprob))
+        out.append(TokenLogprob(
+            (sampled.decoded_token or "") if sampled else "",
+            _figure(sampled.logprob) if sampled else UNKNOWN_LOGPROB,
+            tuple((lp.decoded_token or "", _figure(lp.logprob)) for lp in top)))
+    return tuple(out)
 
 
 class VllmBackend:
@@ -58,14 +87,19 @@ class VllmBackend:
         `put` is replaced by one that hands the output straight to `emit`."""
         params = sampling_params(request)
         prompt_len = len(request.prompt_token_ids)
+        k = request.logprobs
 
         def put(output) -> None:
             if isinstance(output, Exception):
                 emit(Chunk("", 0, True, error=f"{type(output).__name__}: {output}"))
                 return
             completion = output.outputs[0]
-            emit(Chunk(completion.text, len(completion.token_ids), output.finished,
-                       completion.finish_reason if output.finished else None, prompt_len))
+            reason = completion.finish_reason if output.finished else None
+            if k is None:
+                emit(Chunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len))
+            else:
+                emit(LogprobsChunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len,
+                                   logprobs=token_logprobs(completion.token_ids, completion.logprobs, k)))
 
         collector = await self.engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
                                                   params, priority=request.priority)

@@ -85,7 +85,7 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
         ignore_eos=bool(s.get("ignore_eos", False)), top_k=s.get("top_k", 0), min_p=s.get("min_p", 0.0),
         frequency_penalty=s.get("frequency_penalty", 0.0), presence_penalty=s.get("presence_penalty", 0.0),
         repetition_penalty=s.get("repetition_penalty", 1.0), json_object=fmt.get("type") == "json_object",
-        json_schema=json.dumps(schema) if schema is not None else None,
+        json_schema=json.dumps(schema) if schema is not None else None, logprobs=s.get("logprobs"),
     )
 
 
@@ -149,7 +149,8 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
                                          completion_tokens=reply.completion_tokens), "finalized")
     active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
                        lease_token=lease_token, next_seq=reply.completion_tokens,
-                       prior_tokens=plan.num_carried_tokens, budget_capped=capped)
+                       prior_tokens=plan.num_carried_tokens, budget_capped=capped,
+                       logprobs=run.sampling.get("logprobs") is not None)
     rt.writer.register(active)
     try:
         rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,

@@ -47,6 +47,7 @@ class ActiveRun:
     next_seq: int
     prior_tokens: int = 0  # the prompt's tail that earlier attempts streamed: billed as completion only
     budget_capped: bool = False  # its length limit is the tenant's budget: "length" means "budget"
+    logprobs: bool = False  # it asked for log probabilities: its token entries carry them
     cancel_requested: bool = False
     outcome: str = ""
     done: threading.Event = field(default_factory=threading.Event)
@@ -153,7 +154,12 @@ class StreamWriter:
                 text = "".join(d.text for d in ds)
                 n = sum(d.num_tokens for d in ds)
                 if n or text:
-                    write.token = codec.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
+                    if run.logprobs:  # only such runs pay for gathering and encoding them
+                        write.token = codec.logprobs_token_fields(
+                            seq=run.next_seq, n=n, text=text, attempt=run.attempt,
+                            logprobs=[lp for d in ds if d.logprobs for lp in d.logprobs])
+                    else:
+                        write.token = codec.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
                     run.next_seq += n
                     self._awaiting_first.discard(rid)
                 if ds[-1].finished:

@@ -76,6 +76,11 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
         "required and a named function constrain the reply to a valid call (vLLM structured outputs)."))
     parallel_tool_calls = serializers.BooleanField(required=False, allow_null=True, help_text=(
         "Default true; false: one call at most."))
+    logprobs = serializers.BooleanField(required=False, allow_null=True, help_text=(
+        "true: choices[0].logprobs.content holds every reply token's log probability (streamed: each chunk's "
+        "tokens')."))
+    top_logprobs = serializers.IntegerField(required=False, min_value=0, max_value=20, allow_null=True, help_text=(
+        "0 to 20, only with logprobs: true: the most likely tokens at each position, with theirs."))
     user = serializers.CharField(required=False, allow_null=True, help_text="Accepted, not used.")
 
 
@@ -96,7 +101,9 @@ class OpenAIAssistantMessage(serializers.Serializer):
 class OpenAIChoice(serializers.Serializer):
     index = serializers.IntegerField(help_text="Always 0 (one choice).")
     message = OpenAIAssistantMessage()
-    logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
+    logprobs = serializers.JSONField(allow_null=True, help_text=(
+        'Null unless asked for; then {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", '
+        '"logprob", "bytes"}]}], "refusal": null}.'))
     finish_reason = serializers.ChoiceField(["stop", "length", "tool_calls"])
 
 
@@ -211,14 +218,17 @@ class OpenAITextCompletionRequest(serializers.Serializer):
     n = serializers.IntegerField(required=False, min_value=1, max_value=1, allow_null=True, help_text="Only 1.")
     echo = serializers.BooleanField(required=False, help_text="Only false.")
     suffix = serializers.CharField(required=False, allow_null=True, help_text="Refused (400) unless empty.")
-    logprobs = serializers.IntegerField(required=False, allow_null=True, help_text="Refused (400) unless null.")
+    logprobs = serializers.IntegerField(required=False, min_value=0, max_value=5, allow_null=True, help_text=(
+        "0 to 5: every token's log probability and the N most likely tokens at each position."))
 
 
 class OpenAITextChoice(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, help_text="The text, as saved on the run.")
     index = serializers.IntegerField(help_text="Always 0.")
-    logprobs = serializers.JSONField(allow_null=True, help_text="Always null.")
-    finish_reason = serializers.ChoiceField(["stop", "length", "tool_calls"])
+    logprobs = serializers.JSONField(allow_null=True, help_text=(
+        'Null unless asked for; then {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], '
+        '"text_offset"} (offsets count characters into the completion text).'))
+    finish_reason = serializers.ChoiceField(["stop", "length"])
 
 
 class OpenAITextCompletion(serializers.Serializer):

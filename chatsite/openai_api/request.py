@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
 from chatsite.openai_api import tools as tool_params
+from chatsite.runs.validation import clean_logprobs
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 CHAT_ROLES = {**ROLES, "tool": "tool"}  # chat completions also take a function's result
 
 # Parameters that would change the reply's meaning: refused unless they ask for the default.
 UNSUPPORTED = {
-    "logprobs": (None, False), "top_logprobs": (None, 0), "logit_bias": (None, {}),
-    "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
+    "logit_bias": (None, {}), "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
 }
 # The legacy function calling, refused: tools and tool_choice replace it (tools.py).
 LEGACY_TOOL_PARAMS = {"functions": (None, []), "function_call": (None, "none", "auto")}
@@ -29,8 +29,8 @@ SAMPLING_PARAMS = ("temperature", "top_p", "stop", "seed", "ignore_eos", "top_k"
                    "presence_penalty", "repetition_penalty", "response_format")
 # /v1/completions: no response_format (OpenAI's text completions have none).
 TEXT_SAMPLING_PARAMS = SAMPLING_PARAMS[:-1]
-TEXT_UNSUPPORTED = {"echo": (None, False), "suffix": (None, ""), "logprobs": (None,), "best_of": (None, 1),
-                    "logit_bias": (None, {})}
+TEXT_UNSUPPORTED = {"echo": (None, False), "suffix": (None, ""), "best_of": (None, 1), "logit_bias": (None, {})}
+MAX_TEXT_LOGPROBS = 5  # OpenAI's limit for /v1/completions' legacy `logprobs`
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,8 @@ def parse_completion_request(body) -> CompletionRequest:
                                field=name)
     tool_use = tool_params.parse_tool_use(body)
     tools = _first_tool_param(body, messages)
-    sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS}}
+    sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS},
+                **_chat_logprobs(body)}
     asked = {"model": model, "messages": messages, "stream": stream, "include_usage": include_usage,
              "sampling": sampling, "tools": tools}
     if tool_use is not None:  # absent otherwise: a request without tools keeps the digest it always had
@@ -144,6 +145,17 @@ def parse_completion_request(body) -> CompletionRequest:
     return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
                              include_usage=include_usage, sampling=sampling, tools=tools, tool_use=tool_use,
                              tool_call_id=messages[-1].get("tool_call_id", ""), digest=digest(asked))
+
+
+def _chat_logprobs(body: dict) -> dict:
+    """{"logprobs": k} for `logprobs: true` with `top_logprobs` k (0 when left out), or
+    {} (so a request without them digests as it always did). `top_logprobs` without
+    `logprobs: true` is refused, as OpenAI refuses it."""
+    wanted = flag(body, "logprobs")
+    top = clean_logprobs(body.get("top_logprobs"), field="top_logprobs")
+    if top is not None and not wanted:
+        raise InvalidInput("top_logprobs needs \"logprobs\": true", field="top_logprobs")
+    return {"logprobs": top or 0} if wanted else {}
 
 
 def _common(body) -> tuple[str, bool, bool]:
@@ -182,6 +194,9 @@ def parse_text_completion_request(body) -> CompletionRequest:
         if body.get(name) not in allowed:
             raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
     sampling = {"max_tokens": body.get("max_tokens"), **{name: body.get(name) for name in TEXT_SAMPLING_PARAMS}}
+    logprobs = clean_logprobs(body.get("logprobs"), field="logprobs", most=MAX_TEXT_LOGPROBS)
+    if logprobs is not None:  # left out of the digest when not asked for, as before
+        sampling["logprobs"] = logprobs
     asked = {"model": model, "prompt": prompt, "stream": stream, "include_usage": include_usage,
              "sampling": sampling, "raw_prompt": True}
     return CompletionRequest(model=model, history=[], content=prompt, stream=stream, include_usage=include_usage,

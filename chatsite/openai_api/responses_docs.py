@@ -42,6 +42,11 @@ class ResponseCreateRequest(serializers.Serializer):
                                                  help_text="Continue that response's conversation, after its reply.")
     metadata = serializers.DictField(child=serializers.CharField(), required=False, allow_null=True,
                                      help_text="Up to 16 string pairs, echoed back.")
+    include = serializers.ListField(child=serializers.CharField(), required=False, allow_null=True, help_text=(
+        'Only ["message.output_text.logprobs"]: the output_text part and each delta event carry their tokens\' '
+        "logprobs."))
+    top_logprobs = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=20, help_text=(
+        "0 to 20 alternatives per token, with include message.output_text.logprobs."))
 
 
 class ResponseObject(serializers.Serializer):

@@ -19,11 +19,13 @@ OPENING_EVENTS = 4
 class ResponseEvents:
     """The events of one response, as encoded SSE bytes with their numbers."""
 
-    def __init__(self, base: dict, run_id: int):
+    def __init__(self, base: dict, run_id: int, *, logprobs: bool = False):
         self.base, self.run_id, self.item_id = base, run_id, wire.item_id(run_id)
         self.seq = 0
         self.text = ""
         self.output_tokens = 0
+        # The run asked for logprobs: the tokens' so far (each delta carries its own), else None.
+        self.logprobs: list | None = [] if logprobs else None
 
     def _event(self, type: str, **fields) -> tuple[int, bytes]:
         n, self.seq = self.seq, self.seq + 1
@@ -47,24 +49,36 @@ class ResponseEvents:
         if entry.type == codec.TOKEN:
             self.text += entry.text
             self.output_tokens += entry.n
-            return [self._event("response.output_text.delta", **self._where(), delta=entry.text, logprobs=[])]
+            return [self._event("response.output_text.delta", **self._where(), delta=entry.text,
+                                logprobs=self._take(entry.logprobs))]
         if entry.type == codec.SNAPSHOT:  # the whole saved text, in place of what came before
             delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
+            taken = 0 if self.logprobs is None or delta == entry.text else len(self.logprobs)
+            if self.logprobs is not None:
+                self.logprobs = self.logprobs[:taken]
             self.text, self.output_tokens = entry.text, entry.n
-            return [self._event("response.output_text.delta", **self._where(), delta=delta, logprobs=[])] if delta \
-                else []
+            return [self._event("response.output_text.delta", **self._where(), delta=delta,
+                                logprobs=self._take((entry.logprobs or [])[taken:]))] if delta else []
         final = wire.finished_object(self.base, self.run_id, text=self.text, output_tokens=self.output_tokens,
-                                     terminal=entry)
+                                     terminal=entry, logprobs=self.logprobs)
         if entry.type == codec.ERROR:
             return [self._event("response.failed", response=final)]
         item = final["output"][0]
         return [
-            self._event("response.output_text.done", **self._where(), text=self.text, logprobs=[]),
-            self._event("response.content_part.done", **self._where(), part=wire.text_part(self.text)),
+            self._event("response.output_text.done", **self._where(), text=self.text,
+                        logprobs=wire.token_logprobs(self.logprobs)),
+            self._event("response.content_part.done", **self._where(), part=wire.text_part(self.text, self.logprobs)),
             self._event("response.output_item.done", output_index=0, item=item),
             self._event("response.completed" if final["status"] == "completed" else "response.incomplete",
                         response=final),
         ]
+
+    def _take(self, items) -> list:
+        """A delta's logprobs in the wire shape, kept for the closing events ([] when not asked for)."""
+        if self.logprobs is None or not items:
+            return []
+        self.logprobs.extend(items)
+        return wire.token_logprobs(items)
 
     def broken(self, message: str) -> bytes:
         """An `error` event: reading the stream failed (the run goes on and is saved)."""

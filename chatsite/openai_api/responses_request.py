@@ -11,14 +11,16 @@ from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
 from chatsite.openai_api.request import ROLES, flag
+from chatsite.runs.validation import clean_logprobs
 
 # Parameters that would change the reply: refused unless they ask for the default.
 UNSUPPORTED = {
-    "tools": (None, []), "tool_choice": (None, "none", "auto"), "reasoning": (None,), "include": (None, []),
-    "top_logprobs": (None, 0), "truncation": (None, "disabled"), "prompt": (None,), "conversation": (None,),
+    "tools": (None, []), "tool_choice": (None, "none", "auto"), "reasoning": (None,),
+    "truncation": (None, "disabled"), "prompt": (None,), "conversation": (None,),
     "max_tool_calls": (None,), "context_management": (None,),
 }
 TEXT_PARTS = ("input_text", "output_text")  # output_text: a reply passed back as input
+LOGPROBS_INCLUDE = "message.output_text.logprobs"  # the one `include` value served
 MAX_METADATA_PAIRS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512
 
 
@@ -32,7 +34,7 @@ class ResponseRequest:
     stream: bool
     background: bool
     metadata: dict
-    sampling: dict  # max_tokens, temperature, top_p, vLLM's ignore_eos (None = the model's default)
+    sampling: dict  # max_tokens, temperature, top_p, vLLM's ignore_eos (None = the model's default), logprobs
 
 
 def _text(content, where: str) -> str:
@@ -96,6 +98,24 @@ def _optional_str(body: dict, name: str) -> str | None:
     return value
 
 
+def _logprobs(body: dict) -> dict:
+    """{"logprobs": k} when `include` asks for message.output_text.logprobs (k: top_logprobs,
+    0 when left out), else {}. Any other include value, or top_logprobs above 0 without
+    that include (it would return nothing), is refused by name."""
+    include = body.get("include")
+    if include is None:
+        include = []
+    if not isinstance(include, list) or any(v != LOGPROBS_INCLUDE for v in include):
+        raise InvalidInput(f"include: only \"{LOGPROBS_INCLUDE}\" is supported by this server", field="include")
+    top = clean_logprobs(body.get("top_logprobs"), field="top_logprobs")
+    if not include:
+        if top:
+            raise InvalidInput(f"top_logprobs needs include: [\"{LOGPROBS_INCLUDE}\"] (without it no logprobs are "
+                               "returned)", field="top_logprobs")
+        return {}
+    return {"logprobs": top or 0}
+
+
 def _refusals(body: dict) -> None:
     for name, allowed in UNSUPPORTED.items():
         if body.get(name) not in allowed:
@@ -125,7 +145,7 @@ def parse_response_request(body) -> ResponseRequest:
     if body.get("stream_options") is not None and not stream:
         raise InvalidInput("stream_options is only allowed with \"stream\": true", field="stream_options")
     sampling = {"max_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
-                "top_p": body.get("top_p"), "ignore_eos": body.get("ignore_eos")}
+                "top_p": body.get("top_p"), "ignore_eos": body.get("ignore_eos"), **_logprobs(body)}
     return ResponseRequest(model=model, history=items[:-1], content=items[-1]["content"],
                            instructions=_optional_str(body, "instructions"),
                            previous_response_id=_optional_str(body, "previous_response_id"),

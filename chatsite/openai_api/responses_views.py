@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.http import JsonResponse, StreamingHttpResponse
 
 from chatsite.errors import ServiceError
+from chatsite.openai_api import logprobs_wire
 from chatsite.openai_api import responses_services as services
 from chatsite.openai_api import responses_wire as wire
 from chatsite.openai_api.auth import authenticate, json_body, require_method
@@ -60,11 +61,12 @@ def _object(run: GenerationRun) -> dict:
     if run.status == GenerationRun.Status.QUEUED:
         return wire.pending_object(base, "queued")
     if not run.is_terminal:
-        so_far = stream_log.read(run.pk).text
-        return wire.response_object(base, status="in_progress",
-                                    output=[wire.message_item(run.pk, "in_progress", so_far)] if so_far else [])
+        so_far = stream_log.read(run.pk)
+        output = [wire.message_item(run.pk, "in_progress", so_far.text, so_far.logprobs)] if so_far.text else []
+        return wire.response_object(base, status="in_progress", output=output)
     snapshot, terminal = finished_entries(run.pk)
-    return wire.finished_object(base, run.pk, text=snapshot.text, output_tokens=snapshot.n, terminal=terminal)
+    return wire.finished_object(base, run.pk, text=snapshot.text, output_tokens=snapshot.n, terminal=terminal,
+                                logprobs=snapshot.logprobs)
 
 
 def _create(key, req: ResponseRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
@@ -105,7 +107,7 @@ async def responses(request):
         return _service_error(exc, req)
     base = wire.echo(run, run.response_record)
     if req.stream:  # a retry with the same Idempotency-Key gets the same events, from the start
-        return _streaming(_events(run.pk, base, after=-1, fresh=created), run)
+        return _streaming(_events(run, base, after=-1, fresh=created), run)
     if req.background:
         return _json(wire.pending_object(base, "queued") if created else await sync_to_async(_object)(run), run)
     return await _wait(run, fresh=created)
@@ -124,9 +126,10 @@ async def _wait(run: GenerationRun, *, fresh: bool) -> JsonResponse:
     return _json(body, run)
 
 
-async def _events(run_id: int, base: dict, *, after: int, fresh: bool):
+async def _events(run: GenerationRun, base: dict, *, after: int, fresh: bool):
     """The response's events numbered after `after`, then the end of the response."""
-    events = ResponseEvents(base, run_id)
+    run_id = run.pk
+    events = ResponseEvents(base, run_id, logprobs=logprobs_wire.asked(run))
     if opening := [data for n, data in events.opening() if n > after]:
         yield b"".join(opening)
     try:
@@ -178,7 +181,7 @@ async def response_detail(request, response_id: str):
     except ServiceError as exc:
         return _service_error(exc)
     if stream:
-        return _streaming(_events(run.pk, wire.echo(run, run.response_record), after=after, fresh=False), run)
+        return _streaming(_events(run, wire.echo(run, run.response_record), after=after, fresh=False), run)
     return _json(await sync_to_async(_object)(run), run)
 
 

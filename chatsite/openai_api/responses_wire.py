@@ -8,6 +8,7 @@ gives the same bytes whoever asks and whenever: a stream, its resume and a
 retrieve agree."""
 import json
 
+from chatsite.openai_api import logprobs_wire
 from chatsite.runs.stream import codec
 
 RESPONSE_PREFIX, ITEM_PREFIX = "resp_", "msg_"
@@ -49,14 +50,21 @@ def usage(input_tokens: int, output_tokens: int) -> dict:
             "total_tokens": input_tokens + output_tokens}
 
 
-def text_part(text: str) -> dict:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def token_logprobs(items) -> list:
+    """A run's [token, logprob, top] triples as the Responses API's logprobs list."""
+    return logprobs_wire.chat(items)["content"]
 
 
-def message_item(run_id: int, status: str, text: str | None) -> dict:
+def text_part(text: str, logprobs=None) -> dict:
+    """The output_text part; `logprobs` its tokens' (asked for with include
+    message.output_text.logprobs), else []."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": token_logprobs(logprobs)}
+
+
+def message_item(run_id: int, status: str, text: str | None, logprobs=None) -> dict:
     """The one output item: the assistant's message (no content part yet when `text` is None)."""
     return {"type": "message", "id": item_id(run_id), "status": status, "role": "assistant",
-            "content": [] if text is None else [text_part(text)]}
+            "content": [] if text is None else [text_part(text, logprobs)]}
 
 
 def response_object(base: dict, *, status: str, output: list, usage: dict | None = None, error: dict | None = None,
@@ -77,14 +85,16 @@ def pending_object(base: dict, status: str) -> dict:
     return response_object(base, status=status, output=[])
 
 
-def finished_object(base: dict, run_id: int, *, text: str, output_tokens: int, terminal: codec.Entry) -> dict:
-    """A finished response from its reply's text and its run's terminal entry."""
+def finished_object(base: dict, run_id: int, *, text: str, output_tokens: int, terminal: codec.Entry,
+                    logprobs=None) -> dict:
+    """A finished response from its reply's text (and its tokens' logprobs, if asked
+    for) and its run's terminal entry."""
     if terminal.type == codec.ERROR:
         return response_object(base, status="failed", output=[],
                                error={"code": terminal.code, "message": terminal.message})
     status, item_status = STATUS_OF.get(terminal.finish_reason, ("completed", "completed"))
     prompt_tokens = int(terminal.usage.get("prompt_tokens", 0))
-    return response_object(base, status=status, output=[message_item(run_id, item_status, text)],
+    return response_object(base, status=status, output=[message_item(run_id, item_status, text, logprobs)],
                            usage=usage(prompt_tokens, output_tokens),
                            incomplete_reason=INCOMPLETE_REASON.get(terminal.finish_reason))
 

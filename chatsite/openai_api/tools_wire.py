@@ -46,7 +46,9 @@ class ToolChatShape(wire.ChatShape):
         content = "" if self._tools["choice"] == "auto" else None
         return [wire.chunk(run, delta={"role": "assistant", "content": content}, include_usage=include_usage)]
 
-    def pieces(self, run: GenerationRun, text: str, include_usage: bool) -> list[dict]:
+    def pieces(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None,
+               offset: int = 0) -> list[dict]:
+        # A tool run's chunks are re-cut by the reader: its logprobs are in the whole answer only.
         return [wire.chunk(run, delta=_delta(e), include_usage=include_usage) for e in self._reader.feed(text)]
 
     def finishing(self, run: GenerationRun, reason: str, include_usage: bool) -> list[dict]:

@@ -15,7 +15,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite.errors import ServiceError
-from chatsite.openai_api import ratelimit, tools_wire, wire
+from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
 from chatsite.openai_api.auth import authenticate, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
@@ -141,7 +141,8 @@ async def _stream(run: GenerationRun, include_usage: bool, shape: wire.ChatShape
     """Chunk events in the endpoint's shape, then `data: [DONE]`."""
     for payload in shape.opening(run, include_usage):
         yield wire.sse_data(payload)
-    completion_tokens = 0
+    completion_tokens = chars = 0
+    with_logprobs = logprobs_wire.asked(run)
     try:
         async for batch in follow(run.pk, fresh=fresh):
             if batch is None:
@@ -151,7 +152,13 @@ async def _stream(run: GenerationRun, include_usage: bool, shape: wire.ChatShape
             for entry in batch:
                 if entry.type in (codec.TOKEN, codec.SNAPSHOT):
                     completion_tokens += entry.n
-                    out.extend(wire.sse_data(p) for p in shape.pieces(run, entry.text, include_usage))
+                    if with_logprobs:
+                        pieces = shape.pieces(run, entry.text, include_usage, logprobs=entry.logprobs or [],
+                                              offset=chars)
+                        chars += len(entry.text)
+                    else:
+                        pieces = shape.pieces(run, entry.text, include_usage)
+                    out.extend(wire.sse_data(p) for p in pieces)
                 elif entry.type == codec.DONE:
                     out.extend(wire.sse_data(p) for p in shape.finishing(run, entry.finish_reason, include_usage))
                     if include_usage:

@@ -2,6 +2,7 @@
 chunks, model and list objects."""
 import json
 
+from chatsite.openai_api import logprobs_wire
 from chatsite.runs.models import GenerationRun
 
 OWNED_BY = "chatsite"
@@ -33,14 +34,16 @@ def completion(run: GenerationRun) -> dict:
     """A finished run as a chat.completion object."""
     choice = {"index": 0, "message": {"role": "assistant", "content": run.assistant_message.content,
                                       "refusal": None},
-              "logprobs": None, "finish_reason": finish_reason(run.finish_reason)}
+              "logprobs": logprobs_wire.chat(run.logprobs) if logprobs_wire.asked(run) else None,
+              "finish_reason": finish_reason(run.finish_reason)}
     return {**_base(run, "chat.completion"), "choices": [choice],
             "usage": usage(run.prompt_tokens, run.completion_tokens)}
 
 
-def chunk(run: GenerationRun, *, delta: dict, finish: str | None = None, include_usage: bool = False) -> dict:
+def chunk(run: GenerationRun, *, delta: dict, finish: str | None = None, include_usage: bool = False,
+          logprobs: dict | None = None) -> dict:
     body = {**_base(run, "chat.completion.chunk"),
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
     if include_usage:
         body["usage"] = None  # as OpenAI does: null on every chunk but the last
     return body
@@ -61,14 +64,17 @@ def _text_base(run: GenerationRun) -> dict:
 
 def text_completion(run: GenerationRun) -> dict:
     """A finished run as a text_completion object."""
-    choice = {"text": run.assistant_message.content, "index": 0, "logprobs": None,
+    choice = {"text": run.assistant_message.content, "index": 0,
+              "logprobs": logprobs_wire.text(run.logprobs) if logprobs_wire.asked(run) else None,
               "finish_reason": finish_reason(run.finish_reason)}
     return {**_text_base(run), "choices": [choice], "usage": usage(run.prompt_tokens, run.completion_tokens)}
 
 
-def text_chunk(run: GenerationRun, *, text: str, finish: str | None = None, include_usage: bool = False) -> dict:
+def text_chunk(run: GenerationRun, *, text: str, finish: str | None = None, include_usage: bool = False,
+               logprobs: dict | None = None) -> dict:
     """A streamed text_completion: the same object, with the new text in choices[0].text."""
-    body = {**_text_base(run), "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+    body = {**_text_base(run), "choices": [{"text": text, "index": 0, "logprobs": logprobs,
+                                            "finish_reason": finish}]}
     if include_usage:
         body["usage"] = None
     return body
@@ -87,8 +93,11 @@ class ChatShape:
     def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
         return [chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage)]
 
-    def piece(self, run: GenerationRun, text: str, include_usage: bool) -> dict:
-        return chunk(run, delta={"content": text}, include_usage=include_usage)
+    def piece(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None, offset: int = 0) -> dict:
+        """A chunk of new text; `logprobs` (a list, or None when not asked for) are its
+        tokens', `offset` the characters streamed before it."""
+        lp = None if logprobs is None else logprobs_wire.chat(logprobs)
+        return chunk(run, delta={"content": text}, include_usage=include_usage, logprobs=lp)
 
     def finish(self, run: GenerationRun, reason: str, include_usage: bool) -> dict:
         return chunk(run, delta={}, finish=finish_reason(reason), include_usage=include_usage)
@@ -98,8 +107,9 @@ class ChatShape:
 
     # A stream's chunks for one entry's text, and for its end: one each here; a tool
     # run's reader (tools_wire.ToolChatShape) holds text back and sends calls.
-    def pieces(self, run: GenerationRun, text: str, include_usage: bool) -> list[dict]:
-        return [self.piece(run, text, include_usage)]
+    def pieces(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None,
+               offset: int = 0) -> list[dict]:
+        return [self.piece(run, text, include_usage, logprobs=logprobs, offset=offset)]
 
     def finishing(self, run: GenerationRun, reason: str, include_usage: bool) -> list[dict]:
         return [self.finish(run, reason, include_usage)]
@@ -114,8 +124,9 @@ class TextShape(ChatShape):
     def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
         return []
 
-    def piece(self, run: GenerationRun, text: str, include_usage: bool) -> dict:
-        return text_chunk(run, text=text, include_usage=include_usage)
+    def piece(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None, offset: int = 0) -> dict:
+        lp = None if logprobs is None else logprobs_wire.text(logprobs, offset=offset)
+        return text_chunk(run, text=text, include_usage=include_usage, logprobs=lp)
 
     def finish(self, run: GenerationRun, reason: str, include_usage: bool) -> dict:
         return text_chunk(run, text="", finish=finish_reason(reason), include_usage=include_usage)

@@ -56,6 +56,10 @@ class GenerationRun(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     finish_reason = models.CharField(max_length=20, blank=True)
     error = models.TextField(blank=True)
+    # A run that asked for log probabilities (sampling["logprobs"]): one [token, logprob,
+    # [[alt, logprob], ...]] per completion token, from its stream, saved at finalize so
+    # an answer re-read after the stream expired still has them. Null otherwise.
+    logprobs = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

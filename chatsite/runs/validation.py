@@ -8,6 +8,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator, SchemaError
 
 from chatsite.errors import InvalidInput
+from inference.types import MAX_TOP_LOGPROBS
 
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 64
@@ -33,13 +34,19 @@ class Sampling:
     # None, {"type": "json_object"} or {"type": "json_schema", "schema": {...}}: the reply is
     # constrained to JSON (vLLM structured outputs).
     response_format: dict | None = None
+    # None, or k: every token's log probability and the k most likely alternatives (0..20).
+    logprobs: int | None = None
 
     def as_run_sampling(self) -> dict:
-        """What GenerationRun.sampling holds (max_tokens and seed have columns of their own)."""
-        return {"temperature": self.temperature, "top_p": self.top_p, "stop": list(self.stop),
-                "ignore_eos": self.ignore_eos, "top_k": self.top_k, "min_p": self.min_p,
-                "frequency_penalty": self.frequency_penalty, "presence_penalty": self.presence_penalty,
-                "repetition_penalty": self.repetition_penalty, "response_format": self.response_format}
+        """What GenerationRun.sampling holds (max_tokens and seed have columns of their own);
+        `logprobs` only when asked for."""
+        out = {"temperature": self.temperature, "top_p": self.top_p, "stop": list(self.stop),
+               "ignore_eos": self.ignore_eos, "top_k": self.top_k, "min_p": self.min_p,
+               "frequency_penalty": self.frequency_penalty, "presence_penalty": self.presence_penalty,
+               "repetition_penalty": self.repetition_penalty, "response_format": self.response_format}
+        if self.logprobs is not None:
+            out["logprobs"] = self.logprobs
+        return out
 
 
 def has_surrogates(value: str) -> bool:
@@ -76,7 +83,7 @@ def _number(value, *, field: str, lo: float, hi: float, lo_open: bool = False) -
 
 def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
                    ignore_eos=None, top_k=None, min_p=None, frequency_penalty=None, presence_penalty=None,
-                   repetition_penalty=None, response_format=None) -> Sampling:
+                   repetition_penalty=None, response_format=None, logprobs=None) -> Sampling:
     """The run's sampling, from the client's values over the pool's defaults (None:
     the default). Raises InvalidInput naming the parameter at fault."""
     defaults = pool.default_sampling or {}
@@ -108,7 +115,16 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
     return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos),
                     **_clean_penalties(top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
                                        presence_penalty=presence_penalty, repetition_penalty=repetition_penalty),
-                    response_format=clean_response_format(response_format))
+                    response_format=clean_response_format(response_format), logprobs=clean_logprobs(logprobs))
+
+
+def clean_logprobs(value, *, field: str = "top_logprobs", most: int = MAX_TOP_LOGPROBS) -> int | None:
+    """None (no log probabilities) or how many alternatives per token, 0..`most`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise InvalidInput(f"{field} must be an integer between 0 and {most}", field=field)
+    return value
 
 
 def _clean_penalties(*, top_k, min_p, frequency_penalty, presence_penalty, repetition_penalty) -> dict:

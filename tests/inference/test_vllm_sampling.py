@@ -33,3 +33,9 @@ def test_defaults_are_vllms():
     d = vllm.SamplingParams(max_tokens=7)
     assert (p.top_k, p.min_p, p.frequency_penalty, p.presence_penalty, p.repetition_penalty) == (
         d.top_k, d.min_p, d.frequency_penalty, d.presence_penalty, d.repetition_penalty)
+
+
+def test_logprobs_are_asked_for_only_when_the_request_does():
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7, logprobs=3)).logprobs == 3
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7, logprobs=0)).logprobs == 0
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7)).logprobs is None

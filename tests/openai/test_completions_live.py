@@ -163,7 +163,7 @@ def test_sampling_knobs_reach_the_run_and_refusals_name_the_parameter(client):
     assert {k: run.sampling[k] for k in ("presence_penalty", "frequency_penalty", "top_k", "min_p",
                                          "repetition_penalty")} == {
         "presence_penalty": 0.5, "frequency_penalty": 0.25, "top_k": 12, "min_p": 0.05, "repetition_penalty": 1.15}
-    for refused in ({"logit_bias": {"7": 3}}, {"logprobs": True}, {"tools": [
+    for refused in ({"logit_bias": {"7": 3}}, {"top_logprobs": 3}, {"tools": [
             {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}):
         with pytest.raises(openai.BadRequestError) as info:
             client.chat.completions.create(model="flagship", messages=QUESTION, **refused)

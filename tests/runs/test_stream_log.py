@@ -90,3 +90,36 @@ def test_the_seq_rule_skips_repeats_and_ends_at_a_gap():
     assert cursor.accept(hole) == codec.GAP and cursor.have == 2
     gap = cursor.gap_entry(hole)
     assert gap.type == "error" and gap.code == codec.GAP_CODE and gap.id == hole.id
+
+
+# --- token entries with log probabilities --------------------------------------
+def lp_tok(seq, texts, attempt=1):
+    lps = [[t, -0.5 - i, [[t, -0.5 - i], ["x", -3.0]]] for i, t in enumerate(texts)]
+    return codec.logprobs_token_fields(seq=seq, n=len(texts), text="".join(texts), attempt=attempt, logprobs=lps)
+
+
+def test_a_logprobs_token_entry_is_a_token_entry_with_its_tokens_logprobs():
+    fields = lp_tok(4, ["Hé", " 1 2"], attempt=3)
+    assert list(fields) == [codec.LOGPROBS_TOKEN_FIELD]
+    for entry in (codec.decode("1-0", fields), codec.decode_flat("1-0", list(next(iter(fields.items()))))):
+        assert (entry.type, entry.seq, entry.n, entry.attempt, entry.text) == (codec.TOKEN, 4, 2, 3, "Hé 1 2")
+        assert entry.logprobs == [["Hé", -0.5, [["Hé", -0.5], ["x", -3.0]]], [" 1 2", -1.5, [[" 1 2", -1.5], ["x", -3.0]]]]
+    assert codec.decode("1-0", tok(0, "a")).logprobs is None  # a plain token entry has none
+
+
+def test_the_reply_takes_each_tokens_logprobs_once_across_repeats_and_attempts():
+    first = lease.acquire(RUN, "w1")
+    log.append([Write(RUN, first, token=lp_tok(0, ["a", "b"]))])
+    log.append([Write(RUN, first, token=lp_tok(0, ["a", "b"]))])  # a write retried across a Redis hiccup
+    lapse()
+    second = lease.acquire(RUN, "w2")
+    log.append([Write(RUN, second, token=lp_tok(2, ["c"], attempt=2), terminal=done(3))])
+    reply = log.read(RUN)
+    assert reply.text == "abc" and reply.completion_tokens == 3
+    assert [lp[0] for lp in reply.logprobs] == ["a", "b", "c"]
+
+
+def test_a_reply_of_plain_token_entries_has_no_logprobs():
+    holder = lease.acquire(RUN, "w1")
+    log.append([Write(RUN, holder, token=tok(0, "a"), terminal=done(1))])
+    assert log.read(RUN).logprobs is None

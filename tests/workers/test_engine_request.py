@@ -30,3 +30,10 @@ def test_json_object_and_runs_saved_before_the_knobs_existed():
                          request_id="r", prompt_token_ids=[1], max_tokens=1)
     assert (old.top_k, old.min_p, old.frequency_penalty, old.presence_penalty, old.repetition_penalty,
             old.json_object, old.json_schema) == (0, 0.0, 0.0, 0.0, 1.0, False, None)
+
+
+def test_logprobs_reach_the_engine_request_only_when_saved():
+    asked = engine_request(_run({"logprobs": 4}), request_id="r", prompt_token_ids=[1], max_tokens=1)
+    assert asked.logprobs == 4
+    assert engine_request(_run({"logprobs": 0}), request_id="r", prompt_token_ids=[1], max_tokens=1).logprobs == 0
+    assert engine_request(_run({}), request_id="r", prompt_token_ids=[1], max_tokens=1).logprobs is None

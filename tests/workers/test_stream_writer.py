@@ -87,3 +87,35 @@ def test_a_handed_back_run_gets_no_terminal_entry(writer):
     writer.on_step([StepDelta(run.request_id, "", 0, finished=True, finish_reason="abort")])
     time.sleep(0.3)
     assert log.read(RUN).terminal is None and not log.has_ended(RUN)
+
+
+def test_a_logprobs_run_writes_its_tokens_logprobs_and_a_plain_run_does_not(writer):
+    from chatsite.runs.stream import codec
+    from inference.types import LogprobsStepDelta, TokenLogprob
+
+    run = active(lease.acquire(RUN, "w"), logprobs=True)
+    writer.register(run)
+    rid = run.request_id
+    a, b = TokenLogprob("Hel", -0.1, (("Hel", -0.1), ("He", -2.5))), TokenLogprob("lo", -0.7, (("lo", -0.7),))
+    writer.on_step([LogprobsStepDelta(rid, "Hel", 1, logprobs=(a,))])
+    writer.on_step([LogprobsStepDelta(rid, "lo", 1, logprobs=(b,)),
+                    StepDelta(rid, "", 0, finished=True, finish_reason="stop", num_prompt_tokens=4)])
+    assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
+    raw = get_redis().xrange(redis_keys.run_stream(RUN))
+    assert {f for _, fields in raw for f in fields} == {codec.LOGPROBS_TOKEN_FIELD, codec.DONE_FIELD}
+    reply = log.read(RUN)
+    assert reply.text == "Hello" and reply.logprobs == [["Hel", -0.1, [["Hel", -0.1], ["He", -2.5]]],
+                                                        ["lo", -0.7, [["lo", -0.7]]]]
+
+
+def test_a_run_that_did_not_ask_writes_plain_token_entries(writer):
+    from chatsite.runs.stream import codec
+
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.on_step([StepDelta(run.request_id, "Hi", 1),
+                    StepDelta(run.request_id, "", 0, finished=True, finish_reason="stop")])
+    assert run.done.wait(5)
+    raw = get_redis().xrange(redis_keys.run_stream(RUN))
+    assert {f for _, fields in raw for f in fields} == {codec.TOKEN_FIELD, codec.DONE_FIELD}
+    assert log.read(RUN).logprobs is None

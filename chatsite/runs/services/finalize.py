@@ -79,8 +79,10 @@ def _apply(run: GenerationRun, reply: Reply) -> None:
         run.ttft_ms = max(0, int((run.first_token_at - run.queued_at).total_seconds() * 1000))
         if reply.completion_tokens > 1:
             run.itl_ms = (reply.last_token_ms - reply.first_token_ms) / (reply.completion_tokens - 1)
+    if run.sampling.get("logprobs") is not None:  # asked for: kept for answers re-read from Postgres
+        run.logprobs = reply.logprobs or []
     run.save(update_fields=["status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
-                            "first_token_at", "ttft_ms", "itl_ms"])  # not the prompt snapshot it read
+                            "first_token_at", "ttft_ms", "itl_ms", "logprobs"])  # not the prompt snapshot it read
     msg: Message = run.assistant_message
     # A continued reply's message already holds the text it carries on (empty otherwise).
     msg.content += reply.text

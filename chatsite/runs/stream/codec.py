@@ -6,6 +6,10 @@ strings per entry instead of ten:
 - a token entry `t` = "SEQ N ATTEMPT TEXT": `SEQ` is the index of its first token
   (contiguous across entries and attempts), `N` how many tokens it carries, `TEXT`
   their text (the rest of the value, spaces and all);
+- a token entry of a run that asked for log probabilities, `p` = "SEQ N ATTEMPT JSON"
+  with JSON = [TEXT, [[token, logprob, [[alt, logprob], ...]], ...]] (one per token):
+  the same token entry to every reader, with `logprobs` set. Only such runs pay for
+  JSON; a `t` entry stays a split and two ints;
 - the terminal entry, `d` = {"finish_reason", "usage"} (JSON) when the run is done, or
   `e` = {"code", "message"} (JSON) when it failed.
 Readers never trust a writer: they follow `seq` with a `SeqCursor`.
@@ -23,6 +27,7 @@ TERMINAL_TYPES = (DONE, ERROR)
 
 # The one field of each kind of entry.
 TOKEN_FIELD, DONE_FIELD, ERROR_FIELD = "t", "d", "e"
+LOGPROBS_TOKEN_FIELD = "p"  # a token entry with its tokens' log probabilities
 
 # The error code of a stream whose token entries skip a seq (entries lost, e.g. with a
 # Redis that restarted without persistence): the reply ends there, as a failure.
@@ -39,6 +44,12 @@ def token_value(*, seq: int, n: int, text: str, attempt: int) -> str:
 
 def token_fields(*, seq: int, n: int, text: str, attempt: int) -> dict:
     return {TOKEN_FIELD: token_value(seq=seq, n=n, text=text, attempt=attempt)}
+
+
+def logprobs_token_fields(*, seq: int, n: int, text: str, attempt: int, logprobs: list) -> dict:
+    """A token entry carrying `logprobs`, one [token, logprob, [[alt, logprob], ...]] per token."""
+    payload = json.dumps([text, logprobs], ensure_ascii=False, separators=(",", ":"))
+    return {LOGPROBS_TOKEN_FIELD: f"{seq} {n} {attempt} {payload}"}
 
 
 def done_fields(*, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> dict:
@@ -64,10 +75,12 @@ class Entry:
     usage: dict = {}
     code = ""
     message = ""
+    logprobs: list | None = None  # a token (or snapshot) entry of a run that asked for them
     wire: dict | None = None
 
     def __init__(self, id: str, type: str, *, seq: int = 0, n: int = 0, text: str = "", attempt: int = 0,
-                 finish_reason: str = "", usage: dict | None = None, code: str = "", message: str = ""):
+                 finish_reason: str = "", usage: dict | None = None, code: str = "", message: str = "",
+                 logprobs: list | None = None):
         self.id = id
         self.type = type
         self.seq = seq
@@ -78,6 +91,7 @@ class Entry:
         self.usage = usage or {}
         self.code = code
         self.message = message
+        self.logprobs = logprobs
 
     @property
     def is_terminal(self) -> bool:
@@ -105,6 +119,12 @@ def _decode_one(entry_id: str, field: str, value: str) -> Entry:
     if field == TOKEN_FIELD:
         seq, n, attempt, text = value.split(" ", 3)
         return _token(entry_id, int(seq), int(n), text, int(attempt))
+    if field == LOGPROBS_TOKEN_FIELD:
+        seq, n, attempt, payload = value.split(" ", 3)
+        text, logprobs = json.loads(payload)
+        e = _token(entry_id, int(seq), int(n), text, int(attempt))
+        e.logprobs = logprobs
+        return e
     if field == DONE_FIELD:
         data = json.loads(value)
         return Entry(entry_id, DONE, finish_reason=data.get("finish_reason", ""), usage=data.get("usage") or {})
@@ -134,8 +154,8 @@ def error_entry(*, code: str, message: str, entry_id: str = NO_ID) -> Entry:
     return Entry(entry_id, ERROR, code=code, message=message)
 
 
-def snapshot_entry(*, text: str, n: int) -> Entry:
-    return Entry(NO_ID, SNAPSHOT, seq=0, n=n, text=text)
+def snapshot_entry(*, text: str, n: int, logprobs: list | None = None) -> Entry:
+    return Entry(NO_ID, SNAPSHOT, seq=0, n=n, text=text, logprobs=logprobs)
 
 
 # --- the seq rule -------------------------------------------------------------

@@ -5,7 +5,8 @@ from chatsite.runs.stream.codec import Entry
 
 
 def finished_entries(run_id: int) -> list[Entry] | None:
-    """The saved reply as one SNAPSHOT entry, then the run's terminal entry; None
+    """The saved reply as one SNAPSHOT entry (with its saved log probabilities, if the
+    run asked for them), then the run's terminal entry; None
     while the run is not finished (or does not exist)."""
     run = GenerationRun.objects.select_related("assistant_message").filter(pk=run_id).first()
     if run is None or not run.is_terminal:
@@ -16,4 +17,5 @@ def finished_entries(run_id: int) -> list[Entry] | None:
     else:
         terminal = codec.done_entry(finish_reason=run.finish_reason, prompt_tokens=run.prompt_tokens,
                                     completion_tokens=run.completion_tokens)
-    return [codec.snapshot_entry(text=run.assistant_message.content, n=run.completion_tokens), terminal]
+    return [codec.snapshot_entry(text=run.assistant_message.content, n=run.completion_tokens,
+                                 logprobs=run.logprobs), terminal]

@@ -138,6 +138,9 @@ class Reply:
     last_token_ms: int | None = None
     last_token_id: str | None = None
     exists: bool = False
+    # One [token, logprob, top] per token taken, when the run's entries carry them
+    # (a run that asked for log probabilities); None otherwise.
+    logprobs: list | None = None
 
     @property
     def end(self) -> Entry | None:
@@ -164,6 +167,10 @@ def rebuild(entries: list[Entry]) -> Reply:
             continue
         assert verdict == NEW
         parts.append(entry.text)
+        if entry.logprobs is not None:
+            if reply.logprobs is None:
+                reply.logprobs = []
+            reply.logprobs.extend(entry.logprobs)
         reply.first_token_ms = reply.first_token_ms or entry.ms
         reply.last_token_ms = entry.ms
         reply.last_token_id = entry.id
