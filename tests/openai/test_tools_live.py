@@ -167,3 +167,17 @@ def test_a_pool_whose_template_has_no_tools_refuses_them_by_name(client):
         client.chat.completions.create(model="small", messages=ASK, tools=TOOLS)
     assert info.value.body["param"] == "tools"
     assert "chat template of model 'small' has no tools" in info.value.body["message"]
+
+
+def test_logprobs_with_tools_are_in_the_whole_answer_and_a_stream_still_reads_its_calls(client):
+    ask = dict(model="flagship", messages=ASK, tools=TOOLS, max_tokens=300, seed=5, logprobs=True, top_logprobs=2)
+    whole = client.chat.completions.create(**ask)
+    content = whole.choices[0].logprobs.content
+    run = _run(whole.id)
+    assert len(content) == run.completion_tokens and all(t.logprob <= 0 and len(t.top_logprobs) == 2 for t in content)
+    assert "".join(t.token for t in content) == run.assistant_message.content  # the raw reply, markup and all
+    chunks = list(client.chat.completions.create(**ask, stream=True))
+    calls = [c for ch in chunks if ch.choices for c in ch.choices[0].delta.tool_calls or ()]
+    assert [c.function.name for c in calls if c.function.name] == [t.function.name for t in whole.choices[0].message.tool_calls]
+    assert all(ch.choices[0].logprobs is None for ch in chunks if ch.choices)  # documented: a tool stream has none
+    _run(chunks[0].id)  # saved before the test's rows are flushed
