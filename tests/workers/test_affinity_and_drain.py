@@ -36,6 +36,18 @@ def test_turns_of_a_chat_stay_on_one_worker(live_url, second_worker, chat, auth)
     assert get_redis().get(redis_keys.chat_affinity(chat.pk)) == workers[0]  # the chat is pinned to it
 
 
+def test_a_completions_choices_all_run_on_one_worker(live_url, second_worker, pool, auth):
+    import httpx
+
+    for attempt in range(3):  # each call is a new chat, pinned afresh
+        resp = httpx.post(f"{live_url}/v1/chat/completions", headers=auth, timeout=60, json={
+            "model": "flagship", "messages": [{"role": "user", "content": f"call {attempt}"}], "max_tokens": 5,
+            "n": 4})
+        assert resp.status_code == 200, resp.text
+        runs = [wait_terminal(int(i)) for i in resp.headers["x-run-ids"].split(",")]
+        assert len({r.worker for r in runs}) == 1, [r.worker for r in runs]
+
+
 @pytest.fixture
 def drained(stack_env, fake_workers):
     """The workers a test drains; a drained worker takes nothing more, so the session's own
