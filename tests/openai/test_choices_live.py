@@ -218,3 +218,31 @@ def test_another_tenants_key_never_reaches_a_tenants_choices(client, live_url):
     for run in _runs(mine.id):
         got = httpx.get(f"{live_url}/api/runs/{run.pk}/", headers={"Authorization": f"Bearer {secret}"}, timeout=10)
         assert got.status_code == 404
+
+
+def test_racing_retries_for_several_choices_share_one_set_of_runs(live_url, fake_workers, pool, api_key):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(_):
+        return httpx.post(f"{live_url}/v1/chat/completions", json={**ASK, "n": 3}, timeout=60,
+                          headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": "race-n"})
+
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(call, range(4)))
+    assert [r.status_code for r in results] == [200] * 4, [r.text for r in results]
+    assert len({r.json()["id"] for r in results}) == 1 and len({r.headers["x-run-ids"] for r in results}) == 1
+    assert len({tuple(c["message"]["content"] for c in r.json()["choices"]) for r in results}) == 1
+    assert GenerationRun.objects.count() == 3 and Chat.objects.count() == 1
+
+
+def test_a_failed_choice_is_the_calls_error(client):
+    from inference.fake_backend import FAIL_MARKER
+
+    ask = {**ASK, "messages": [{"role": "user", "content": f"please {FAIL_MARKER}"}], "n": 2}
+    with pytest.raises(openai.InternalServerError) as info:
+        client.chat.completions.create(**ask)
+    assert info.value.body["code"] == "engine_error"
+    with pytest.raises(openai.APIError) as info:
+        list(client.chat.completions.create(**ask, stream=True))
+    assert info.value.body["code"] == "engine_error"
+    assert {wait_terminal(r.pk).status for r in GenerationRun.objects.all()} == {"failed"}
