@@ -145,7 +145,7 @@ async def _wait(runs: list[GenerationRun], shape: wire.ChatShape, *, fresh: bool
 
 
 async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.ChatShape, *, fresh: bool):
-    """Chunk events in the endpoint's shape, the choices' interleaved as they come,
+    """Chunk events in the endpoint's shape, the choices' chunks interleaved as they come,
     then `data: [DONE]`; the usage chunk after the last choice has finished. A choice's
     error ends the stream (as an SDK stops at the first)."""
     run = runs[0]  # it names the completion

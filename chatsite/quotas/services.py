@@ -1,7 +1,7 @@
 """Admission against a tenant's limits, and settling the token ledger.
 
-A run reserves prompt + completion cap at admission, under a row lock on the
-tenant's usage row, so a burst of parallel requests cannot overspend; finalize
+A run reserves prompt + completion cap at admission (a completion's n choices: the
+prompt once, and a cap for each), under a row lock on the tenant's usage row, so a burst of parallel requests cannot overspend; finalize
 settles what the run used and releases the rest."""
 import math
 import time
@@ -56,17 +56,6 @@ def _usage_row(tenant, period: str) -> TenantUsage:
     return usage
 
 
-def quota_reserve(*, tenant, quota: TenantQuota | None, prompt_tokens: int, max_tokens: int,
-                  active_runs) -> Reservation:
-    """Reserve tokens for a new run; call inside the admission transaction (the usage
-    row's lock is held until commit). `active_runs` is a callable counting the
-    tenant's queued and running runs, called only when the tenant has that limit.
-
-    Raises RateLimited for too many runs at once or an exhausted budget."""
-    return quota_reserve_choices(tenant=tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-                                 active_runs=active_runs, choices=1)[0]
-
-
 def quota_reserve_choices(*, tenant, quota: TenantQuota | None, prompt_tokens: int, max_tokens: int,
                           active_runs, choices: int) -> list[Reservation]:
     """Reserve tokens for `choices` runs answering one prompt (a /v1 call's n), one
@@ -74,7 +63,9 @@ def quota_reserve_choices(*, tenant, quota: TenantQuota | None, prompt_tokens: i
     for every choice. One choice that does not fit the budget left is capped (it ends
     with finish_reason "budget"); several are refused unless all of them fit whole, so
     no choice is cut short where the others are not. Each run counts against the
-    tenant's runs at once. Call inside the admission transaction, as quota_reserve.
+    tenant's runs at once (`active_runs`, a callable counting the tenant's queued and
+    running runs, is called only when the tenant has that limit). Call inside the
+    admission transaction: the usage row's lock is held until commit.
 
     Raises RateLimited for too many runs at once or a budget that cannot hold them."""
     if quota is None or (quota.token_budget is None and quota.max_concurrent_runs is None):
