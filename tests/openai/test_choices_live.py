@@ -246,3 +246,20 @@ def test_a_failed_choice_is_the_calls_error(client):
         list(client.chat.completions.create(**ask, stream=True))
     assert info.value.body["code"] == "engine_error"
     assert {wait_terminal(r.pk).status for r in GenerationRun.objects.all()} == {"failed"}
+
+
+def test_a_replay_after_the_streams_expired_reads_every_choice_from_postgres(client):
+    from chatsite import redis_keys
+    from chatsite.redis_client import get_redis
+
+    key = {"Idempotency-Key": "choices-expired"}
+    chunks = list(client.chat.completions.create(**ASK, n=3, stream=True, stream_options={"include_usage": True},
+                                                 extra_headers=key))
+    runs = _runs(chunks[0].id)
+    get_redis().delete(*[redis_keys.run_stream(r.pk) for r in runs])  # past their TTL
+    again = list(client.chat.completions.create(**ASK, n=3, stream=True, stream_options={"include_usage": True},
+                                                extra_headers=key))
+    assert _streamed(again) == _streamed(chunks)
+    assert _streamed(again)[0] == {i: r.assistant_message.content for i, r in enumerate(runs)}
+    assert again[-1].usage == chunks[-1].usage
+    assert GenerationRun.objects.count() == 3
