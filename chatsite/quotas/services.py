@@ -1,8 +1,9 @@
 """Admission against a tenant's limits, and settling the token ledger.
 
 A run reserves prompt + completion cap at admission (a completion's n choices: the
-prompt once, and a cap for each), under a row lock on the tenant's usage row, so a burst of parallel requests cannot overspend; finalize
-settles what the run used and releases the rest."""
+prompt once, and a cap for each), under a row lock on the tenant's usage row, so a
+burst of parallel requests cannot overspend; finalize settles what the run used and
+releases the rest."""
 import math
 import time
 from dataclasses import dataclass
