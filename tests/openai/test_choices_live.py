@@ -62,6 +62,14 @@ def test_three_choices_are_distinct_indexed_and_their_usage_summed(client):
     assert runs[0].chat.current_leaf_id == runs[0].assistant_message_id
 
 
+def test_the_usage_report_counts_a_completions_prompt_once(client, live_url, api_key):
+    out = client.chat.completions.create(**ASK, n=3)
+    _runs(out.id)
+    report = httpx.get(f"{live_url}/api/usage/", headers={"Authorization": f"Bearer {api_key}"}, timeout=10).json()
+    assert report["total_tokens"] == out.usage.total_tokens
+    assert report["models"][0]["prompt_tokens"] == out.usage.prompt_tokens and report["models"][0]["runs"] == 3
+
+
 def test_a_stream_of_three_choices_spells_what_a_call_with_the_same_seed_returns(client):
     whole = client.chat.completions.create(**ASK, n=3, seed=5)
     chunks = list(client.chat.completions.create(**ASK, n=3, seed=5, stream=True,
