@@ -83,6 +83,34 @@ def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url,
     assert wait_terminal(nxt["id"]).worker != holder
 
 
+def test_a_drain_hands_every_choice_of_a_completion_over_without_a_break(live_url, second_worker, pool, api_key,
+                                                                         drained):
+    import openai
+
+    from chatsite.runs.models import GenerationRun
+
+    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    stream = client.chat.completions.create(model="flagship", messages=[{"role": "user", "content": "drain me"}],
+                                            max_tokens=400, n=2, stream=True, extra_body={"ignore_eos": True})
+    texts, holder = {0: "", 1: ""}, None
+    for chunk in stream:
+        for choice in chunk.choices:
+            texts[choice.index] += choice.delta.content or ""
+        if holder is None and all(texts.values()):  # both choices are streaming: drain their worker
+            holder = wait_for_worker(int(chunk.id.removeprefix("chatcmpl-")))
+            drained.append(holder)
+            reply = app.control.broadcast("drain", arguments={"deadline": 0.5}, destination=[holder], reply=True,
+                                          timeout=5)
+            assert reply and "ok" in list(reply[0].values())[0]
+    assert holder is not None
+    first = int(chunk.id.removeprefix("chatcmpl-"))
+    others = GenerationRun.objects.filter(choice_of=first).order_by("choice_index").values_list("pk", flat=True)
+    runs = [wait_terminal(pk) for pk in [first, *others]]
+    assert [texts[i] for i in (0, 1)] == [r.assistant_message.content for r in runs]
+    assert [(r.status, r.completion_tokens, r.attempt) for r in runs] == [("completed", 400, 2)] * 2
+    assert all(r.worker != holder for r in runs)
+
+
 def wait_for_worker(run_id, timeout=10):
     from chatsite.runs.models import GenerationRun
 
