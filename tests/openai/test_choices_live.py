@@ -1,6 +1,8 @@
 """`n` choices on /v1/chat/completions and /v1/completions, with the official `openai`
 package against the live stack (daphne, fake-engine workers, Redis): one run per
 choice, admitted together, read back together."""
+import time
+
 import httpx
 import openai
 import pytest
@@ -20,6 +22,16 @@ ASK = {"model": "flagship", "messages": [{"role": "user", "content": "What does 
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+
+
+@pytest.fixture(autouse=True)
+def _saved_before_the_flush(transactional_db):
+    """A streamed call ends when its choices' streams do; their workers may still be
+    saving them. Wait for that, so the flush after the test does not race n finalizes."""
+    yield
+    end = time.monotonic() + 30
+    while GenerationRun.objects.filter(status__in=["queued", "running"]).exists() and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def _runs(completion_id: str) -> list[GenerationRun]:
