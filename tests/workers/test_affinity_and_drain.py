@@ -83,7 +83,17 @@ def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url,
     assert wait_terminal(nxt["id"]).worker != holder
 
 
-def test_a_drain_hands_every_choice_of_a_completion_over_without_a_break(live_url, second_worker, pool, api_key,
+@pytest.fixture
+def third_worker(stack_env, second_worker, pool):
+    """One more worker of the pool: the drain test before may have left fake-flagship-2
+    draining, and the drained worker's choices need a worker to go on."""
+    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                              pool="flagship", name="fake-flagship-3")
+    yield proc
+    proc.stop()
+
+
+def test_a_drain_hands_every_choice_of_a_completion_over_without_a_break(live_url, third_worker, pool, api_key,
                                                                          drained):
     import openai
 
