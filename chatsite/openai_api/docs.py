@@ -5,6 +5,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from chatsite.runs.choices import MAX_CHOICES
 from chatsite.tenancy.auth import ApiKeyAuthentication
 
 TEXT_PART = {"type": "object", "required": ["type", "text"],
@@ -51,8 +52,9 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
     stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the reply.")
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
                                     help_text="Same seed, prompt and sampling: the same reply.")
-    n = serializers.IntegerField(required=False, min_value=1, max_value=1, allow_null=True,
-                                 help_text="Only 1: more choices per request are refused with 400.")
+    n = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CHOICES, allow_null=True,
+                                 help_text=f"1 to {MAX_CHOICES} choices, one run each; the prompt is counted once "
+                                           "and max_tokens reserved for each.")
     ignore_eos = serializers.BooleanField(required=False, help_text="vLLM's extra parameter: generate "
                                                                     "exactly max_tokens.")
     top_k = serializers.IntegerField(required=False, min_value=-1, allow_null=True,
@@ -99,7 +101,7 @@ class OpenAIAssistantMessage(serializers.Serializer):
 
 
 class OpenAIChoice(serializers.Serializer):
-    index = serializers.IntegerField(help_text="Always 0 (one choice).")
+    index = serializers.IntegerField(help_text="The choice's index, 0 to n-1.")
     message = OpenAIAssistantMessage()
     logprobs = serializers.JSONField(allow_null=True, help_text=(
         'Null unless asked for; then {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", '
@@ -161,6 +163,8 @@ def _errors(*statuses) -> dict:
 STREAM_DESCRIPTION = """With `"stream": true`: `text/event-stream` of `data: {chat.completion.chunk}` lines, the
 first with `delta.role`, then `delta.content` pieces, then one with `finish_reason`; with
 `stream_options.include_usage` a last chunk with `usage` and `choices: []`; then `data: [DONE]`.
+With `n` > 1 the choices' chunks are interleaved, each naming its `choices[0].index`, and the usage
+chunk follows the last choice's `finish_reason`.
 A failure mid-reply is a `data: {"error": {...}}` line before `[DONE]`. Comment lines (`: keep-alive`)
 may come while the model is quiet."""
 
@@ -215,7 +219,8 @@ class OpenAITextCompletionRequest(serializers.Serializer):
     stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the text.")
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
                                     help_text="Same seed, prompt and sampling: the same text.")
-    n = serializers.IntegerField(required=False, min_value=1, max_value=1, allow_null=True, help_text="Only 1.")
+    n = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CHOICES, allow_null=True,
+                                 help_text=f"1 to {MAX_CHOICES} choices, as for chat completions.")
     echo = serializers.BooleanField(required=False, help_text="Only false.")
     suffix = serializers.CharField(required=False, allow_null=True, help_text="Refused (400) unless empty.")
     logprobs = serializers.IntegerField(required=False, min_value=0, max_value=5, allow_null=True, help_text=(
@@ -224,7 +229,7 @@ class OpenAITextCompletionRequest(serializers.Serializer):
 
 class OpenAITextChoice(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, help_text="The text, as saved on the run.")
-    index = serializers.IntegerField(help_text="Always 0.")
+    index = serializers.IntegerField(help_text="The choice's index, 0 to n-1.")
     logprobs = serializers.JSONField(allow_null=True, help_text=(
         'Null unless asked for; then {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], '
         '"text_offset"} (offsets count characters into the completion text).'))

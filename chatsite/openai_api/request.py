@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
 from chatsite.openai_api import tools as tool_params
+from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.validation import clean_logprobs
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -46,6 +47,7 @@ class CompletionRequest:
     tool_call_id: str = ""  # set when the last message is a tool's result (role tool), not the user's
     digest: str = ""  # sha256 of the body: an Idempotency-Key repeat must send the same
     raw_prompt: bool = False  # a text completion: `content` goes to the model without the chat template
+    n: int = 1  # choices: one run each
 
 
 def _text(content, i: int) -> str:
@@ -138,13 +140,16 @@ def parse_completion_request(body) -> CompletionRequest:
     tools = _first_tool_param(body, messages)
     sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS},
                 **_chat_logprobs(body)}
+    n = choices(body)
+    if n > 1 and tool_use is not None:
+        raise InvalidInput("n > 1 is not supported with tools: ask for one choice, or leave tools out", field="n")
     asked = {"model": model, "messages": messages, "stream": stream, "include_usage": include_usage,
-             "sampling": sampling, "tools": tools}
+             "sampling": sampling, "tools": tools, **_n_asked(n)}
     if tool_use is not None:  # absent otherwise: a request without tools keeps the digest it always had
         asked["tool_use"] = tool_use.as_run_tools()
     return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
                              include_usage=include_usage, sampling=sampling, tools=tools, tool_use=tool_use,
-                             tool_call_id=messages[-1].get("tool_call_id", ""), digest=digest(asked))
+                             tool_call_id=messages[-1].get("tool_call_id", ""), digest=digest(asked), n=n)
 
 
 def _chat_logprobs(body: dict) -> dict:
@@ -160,16 +165,12 @@ def _chat_logprobs(body: dict) -> dict:
 
 def _common(body) -> tuple[str, bool, bool]:
     """What both completion endpoints take alike: (model, stream, include_usage),
-    after checking n and user. Raises InvalidInput."""
+    after checking user. Raises InvalidInput."""
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidInput("model is required: a model id from GET /v1/models", field="model")
-    n = body.get("n")
-    if n is not None and (isinstance(n, bool) or n != 1):
-        raise InvalidInput("n must be 1: this server returns one choice per request; send several requests "
-                           "for several choices", field="n")
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise InvalidInput("user must be a string", field="user")
@@ -197,10 +198,27 @@ def parse_text_completion_request(body) -> CompletionRequest:
     logprobs = clean_logprobs(body.get("logprobs"), field="logprobs", most=MAX_TEXT_LOGPROBS)
     if logprobs is not None:  # left out of the digest when not asked for, as before
         sampling["logprobs"] = logprobs
+    n = choices(body)
     asked = {"model": model, "prompt": prompt, "stream": stream, "include_usage": include_usage,
-             "sampling": sampling, "raw_prompt": True}
+             "sampling": sampling, "raw_prompt": True, **_n_asked(n)}
     return CompletionRequest(model=model, history=[], content=prompt, stream=stream, include_usage=include_usage,
-                             sampling=sampling, digest=digest(asked), raw_prompt=True)
+                             sampling=sampling, digest=digest(asked), raw_prompt=True, n=n)
+
+
+def choices(body: dict) -> int:
+    """n: how many choices to generate, 1..MAX_CHOICES (absent: 1). Raises InvalidInput."""
+    n = body.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise InvalidInput(f"n must be an integer from 1 to {MAX_CHOICES}: the number of choices to generate",
+                           field="n")
+    return n
+
+
+def _n_asked(n: int) -> dict:
+    # n=1 is left out of the digest, so a request's digest is what it was before n existed.
+    return {} if n == 1 else {"n": n}
 
 
 def digest(asked: dict) -> str:

@@ -1,4 +1,4 @@
-"""Writes for the OpenAI-compatible API: one completion call becomes one run."""
+"""Writes for the OpenAI-compatible API: one completion call becomes one run per choice."""
 import json
 from dataclasses import dataclass
 
@@ -12,6 +12,7 @@ from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
                                     pool_takes_tools)
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_submit
 from chatsite.tenancy.models import ApiKey
 
@@ -20,25 +21,31 @@ IDEMPOTENCY_FIELD = "Idempotency-Key"
 
 @dataclass(frozen=True)
 class Submitted:
-    run: GenerationRun
-    replayed: bool  # an earlier call's run, found by its Idempotency-Key
+    runs: list[GenerationRun]  # one per choice, in index order (pool and reply loaded)
+    replayed: bool  # an earlier call's runs, found by its Idempotency-Key
+
+    @property
+    def run(self) -> GenerationRun:
+        """The first choice's run: it names the completion."""
+        return self.runs[0]
 
 
 def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_key: str = "") -> Submitted:
     """A new chat holding the request's earlier messages, and a queued run (source
-    openai) answering its last, user, message: the same admission, queue, worker
-    and stream as every other run. One transaction: a refused request (bad model,
-    sampling, content, a prompt that cannot fit, limits) writes nothing.
+    openai) for each of the request's n choices answering its last, user, message
+    (sibling replies): the same admission, queue, worker and stream as every other
+    run. One transaction: a refused request (bad model, sampling, content, a prompt
+    that cannot fit, limits) writes nothing.
 
     With `idempotency_key`, a repeat of the tenant's earlier call with that key (the
-    same body) gets the earlier run and creates nothing, also when the two race.
+    same body) gets the earlier runs and creates nothing, also when the two race.
 
     Raises Conflict (409, code idempotency_key_reused) when the key came with another
     body, and what chat_create_with_history and run_submit raise (ServiceError subclasses)."""
     if idempotency_key:
         earlier = _earlier(key, idempotency_key, request.digest)
         if earlier is not None:
-            return Submitted(earlier, replayed=True)
+            return Submitted(run_choices(earlier), replayed=True)
     if request.tools is not None:
         _refuse_tools_unless_template_has_them(key.tenant, request.model, request.tools)
     try:
@@ -46,7 +53,7 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
             chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
                                             history=request.history)
             run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt,
+                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt, choices=request.n,
                              tool_call_id=request.tool_call_id, **request.sampling)
             _refuse_if_trimmed(run, request)
             if request.tool_use is not None:
@@ -54,12 +61,12 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
             if idempotency_key:
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
                 run.request_digest = request.digest
-            return Submitted(run, replayed=False)
+            return Submitted(run_choices(run), replayed=False)
     except Conflict as exc:
         # A call with the same key committed first (run_submit sees its run in another chat).
         if exc.field != IDEMPOTENCY_FIELD or (earlier := _earlier(key, idempotency_key, request.digest)) is None:
             raise
-        return Submitted(earlier, replayed=True)
+        return Submitted(run_choices(earlier), replayed=True)
 
 
 def _refuse_if_trimmed(run: GenerationRun, request: CompletionRequest) -> None:

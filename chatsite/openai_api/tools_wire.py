@@ -8,7 +8,8 @@ from chatsite.runs.models import GenerationRun
 
 
 def shape_for(run: GenerationRun, shape: wire.ChatShape) -> wire.ChatShape:
-    """`shape`, or for a chat run with tools a shape of its own (it keeps the stream's reading state)."""
+    """`shape`, or for a chat run with tools a shape of its own (it keeps the stream's reading
+    state; such a call has one choice: n > 1 with tools is refused)."""
     tools = (run.sampling or {}).get("tools")
     return ToolChatShape(run, tools) if tools and shape is wire.CHAT else shape
 
@@ -31,8 +32,9 @@ class ToolChatShape(wire.ChatShape):
         self._tools = tools
         self._reader = ReplyReader(tools, call_id_prefix=call_id_prefix(run))
 
-    def whole(self, run: GenerationRun) -> dict:
-        body = wire.completion(run)
+    def whole(self, runs: list[GenerationRun]) -> dict:
+        run = runs[0]
+        body = wire.completion(runs)
         content, calls = read_whole(run.assistant_message.content, self._tools, call_id_prefix=call_id_prefix(run))
         choice = body["choices"][0]
         choice["message"]["content"] = content
@@ -41,17 +43,17 @@ class ToolChatShape(wire.ChatShape):
         choice["finish_reason"] = _finish(run.finish_reason, len(calls))
         return body
 
-    def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
+    def opening(self, run: GenerationRun, include_usage: bool, index: int = 0) -> list[dict]:
         # A reply that must call has no content; with `auto` it may.
         content = "" if self._tools["choice"] == "auto" else None
         return [wire.chunk(run, delta={"role": "assistant", "content": content}, include_usage=include_usage)]
 
-    def pieces(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None,
+    def pieces(self, run: GenerationRun, text: str, include_usage: bool, index: int = 0, *, logprobs=None,
                offset: int = 0) -> list[dict]:
         # A tool run's chunks are re-cut by the reader: its logprobs are in the whole answer only.
         return [wire.chunk(run, delta=_delta(e), include_usage=include_usage) for e in self._reader.feed(text)]
 
-    def finishing(self, run: GenerationRun, reason: str, include_usage: bool) -> list[dict]:
+    def finishing(self, run: GenerationRun, reason: str, include_usage: bool, index: int = 0) -> list[dict]:
         out = [wire.chunk(run, delta=_delta(e), include_usage=include_usage) for e in self._reader.finish()]
         finish = _finish(reason, self._reader.num_calls)
         return out + [wire.chunk(run, delta={}, finish=finish, include_usage=include_usage)]

@@ -3,10 +3,12 @@
 Async views: the database is reached through short thread hops, the model's
 output through the run stream's one follower (chatsite.runs.stream.follow), so no thread
 waits for the model. A streaming client that hangs up stops only its own
-reading: the run goes on and is saved (it is not a cancel).
+reading: the run goes on and is saved (it is not a cancel). A call for n choices
+has a run for each, read together (chatsite.runs.stream.follow_all).
 """
 import functools
 import logging
+from contextlib import aclosing
 
 import redis
 from asgiref.sync import sync_to_async
@@ -22,9 +24,10 @@ from chatsite.openai_api.request import CompletionRequest, parse_completion_requ
 from chatsite.openai_api.services import completion_submit
 from chatsite.pools.selectors import pools_for_tenant
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import codec
-from chatsite.runs.stream.follow import follow
+from chatsite.runs.stream.follow_all import follow_all
 from chatsite.runs.stream.hub import HubError
 
 log = logging.getLogger(__name__)
@@ -50,15 +53,15 @@ def openai_view(view):
     return csrf_exempt(wrapper)
 
 
-def _submit(key, req: CompletionRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
+def _submit(key, req: CompletionRequest, idempotency_key: str) -> tuple[list[GenerationRun], bool]:
     submitted = completion_submit(key=key, request=req, idempotency_key=idempotency_key)
-    run = GenerationRun.objects.select_related("pool", "assistant_message").get(pk=submitted.run.pk)
-    return run, submitted.replayed
+    return submitted.runs, submitted.replayed
 
 
-def _finalized(run_id: int) -> GenerationRun:
-    run_finalize(run_id=run_id)  # idempotent: the worker usually got there first
-    return GenerationRun.objects.select_related("pool", "assistant_message").get(pk=run_id)
+def _finalized(runs: list[GenerationRun]) -> list[GenerationRun]:
+    for run in runs:
+        run_finalize(run_id=run.pk)  # idempotent: the worker usually got there first
+    return run_choices(runs[0])
 
 
 def _run_error(run_id: int, entry: codec.Entry) -> tuple[int, dict]:
@@ -104,69 +107,86 @@ async def _answer(request, key, parse, shape: wire.ChatShape):
     req = None
     try:
         req = parse(json_body(request))
-        run, replayed = await sync_to_async(_submit)(key, req, request.headers.get("Idempotency-Key", ""))
+        runs, replayed = await sync_to_async(_submit)(key, req, request.headers.get("Idempotency-Key", ""))
     except OpenAIError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         return _service_error(exc, req)
-    shape = tools_wire.shape_for(run, shape)  # a run with tools reads its reply as calls
+    shape = tools_wire.shape_for(runs[0], shape)  # a run with tools (one choice) reads its reply as calls
     # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
-        response = StreamingHttpResponse(_stream(run, req.include_usage, shape, fresh=not replayed),
+        response = StreamingHttpResponse(_stream(runs, req.include_usage, shape, fresh=not replayed),
                                          content_type="text/event-stream")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"
     else:
-        response = await _wait(run, shape, fresh=not replayed)
-    response["X-Run-Id"] = str(run.pk)
+        response = await _wait(runs, shape, fresh=not replayed)
+    response["X-Run-Id"] = str(runs[0].pk)
+    if len(runs) > 1:
+        response["X-Run-Ids"] = ",".join(str(run.pk) for run in runs)  # one per choice, in index order
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return response
 
 
-async def _wait(run: GenerationRun, shape: wire.ChatShape, *, fresh: bool) -> JsonResponse:
-    """Wait for the terminal entry, then answer with the saved reply."""
-    terminal = None
-    async for batch in follow(run.pk, fresh=fresh):
-        if batch and batch[-1].is_terminal:
-            terminal = batch[-1]
-    if terminal.type == codec.ERROR:
-        status, body = _run_error(run.pk, terminal)
-        return JsonResponse(body, status=status)
-    saved = await sync_to_async(_finalized)(run.pk)
+async def _wait(runs: list[GenerationRun], shape: wire.ChatShape, *, fresh: bool) -> JsonResponse:
+    """Wait for every choice's terminal entry, then answer with the saved replies; a
+    choice that failed makes the answer its error, as with one choice."""
+    terminals = {}
+    async with aclosing(follow_all([run.pk for run in runs], fresh=fresh)) as items:
+        async for item in items:
+            if item is not None and item[1] and item[1][-1].is_terminal:
+                terminals[item[0]] = item[1][-1]
+    for i, run in enumerate(runs):
+        if terminals[i].type == codec.ERROR:
+            status, body = _run_error(run.pk, terminals[i])
+            return JsonResponse(body, status=status)
+    saved = await sync_to_async(_finalized)(runs)
     return JsonResponse(shape.whole(saved))
 
 
-async def _stream(run: GenerationRun, include_usage: bool, shape: wire.ChatShape, *, fresh: bool):
-    """Chunk events in the endpoint's shape, then `data: [DONE]`."""
-    for payload in shape.opening(run, include_usage):
-        yield wire.sse_data(payload)
-    completion_tokens = chars = 0
+async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.ChatShape, *, fresh: bool):
+    """Chunk events in the endpoint's shape, the choices' chunks interleaved as they come,
+    then `data: [DONE]`; the usage chunk after the last choice has finished. A choice's
+    error ends the stream (as an SDK stops at the first)."""
+    run = runs[0]  # it names the completion
+    for index in range(len(runs)):
+        for payload in shape.opening(run, include_usage, index):
+            yield wire.sse_data(payload)
+    completion_tokens, prompt_tokens, open_choices = 0, 0, len(runs)
+    chars = [0] * len(runs)  # each choice's characters so far (text completions' logprob offsets)
     with_logprobs = logprobs_wire.asked(run)
     try:
-        async for batch in follow(run.pk, fresh=fresh):
-            if batch is None:
-                yield wire.SSE_KEEPALIVE
-                continue
-            out = []
-            for entry in batch:
-                if entry.type in (codec.TOKEN, codec.SNAPSHOT):
-                    completion_tokens += entry.n
-                    if with_logprobs:
-                        pieces = shape.pieces(run, entry.text, include_usage, logprobs=entry.logprobs or [],
-                                              offset=chars)
-                        chars += len(entry.text)
+        async with aclosing(follow_all([r.pk for r in runs], fresh=fresh)) as items:
+            async for item in items:
+                if item is None:
+                    yield wire.SSE_KEEPALIVE
+                    continue
+                index, batch = item
+                out = []
+                for entry in batch:
+                    if entry.type in (codec.TOKEN, codec.SNAPSHOT):
+                        completion_tokens += entry.n
+                        if with_logprobs:
+                            pieces = shape.pieces(run, entry.text, include_usage, index,
+                                                  logprobs=entry.logprobs or [], offset=chars[index])
+                            chars[index] += len(entry.text)
+                        else:
+                            pieces = shape.pieces(run, entry.text, include_usage, index)
+                        out.extend(wire.sse_data(p) for p in pieces)
+                    elif entry.type == codec.DONE:
+                        out.extend(wire.sse_data(p) for p in shape.finishing(run, entry.finish_reason,
+                                                                             include_usage, index))
+                        open_choices -= 1
+                        prompt_tokens = max(prompt_tokens, int(entry.usage.get("prompt_tokens", 0)))  # one prompt
+                        if include_usage and not open_choices:
+                            out.append(wire.sse_data(shape.usage(run, prompt_tokens, completion_tokens)))
                     else:
-                        pieces = shape.pieces(run, entry.text, include_usage)
-                    out.extend(wire.sse_data(p) for p in pieces)
-                elif entry.type == codec.DONE:
-                    out.extend(wire.sse_data(p) for p in shape.finishing(run, entry.finish_reason, include_usage))
-                    if include_usage:
-                        prompt_tokens = int(entry.usage.get("prompt_tokens", 0))
-                        out.append(wire.sse_data(shape.usage(run, prompt_tokens, completion_tokens)))
-                else:
-                    out.append(wire.sse_data(_run_error(run.pk, entry)[1]))
-            yield b"".join(out)
+                        out.append(wire.sse_data(_run_error(runs[index].pk, entry)[1]))
+                        open_choices = -1
+                yield b"".join(out)
+                if open_choices < 0:
+                    break
     except Exception:  # Redis gone mid-stream: say so in the stream, then end it
         log.exception("run %s: streaming to an OpenAI client failed", run.pk)
         yield wire.sse_data(openai_error_body(500, "stream_failed", f"reading the reply failed; the run goes on "

@@ -30,20 +30,25 @@ def _base(run: GenerationRun, obj: str) -> dict:
             "model": run.pool.name, "system_fingerprint": None}
 
 
-def completion(run: GenerationRun) -> dict:
-    """A finished run as a chat.completion object."""
-    choice = {"index": 0, "message": {"role": "assistant", "content": run.assistant_message.content,
-                                      "refusal": None},
-              "logprobs": logprobs_wire.chat(run.logprobs) if logprobs_wire.asked(run) else None,
-              "finish_reason": finish_reason(run.finish_reason)}
-    return {**_base(run, "chat.completion"), "choices": [choice],
-            "usage": usage(run.prompt_tokens, run.completion_tokens)}
+def choices_usage(runs: list[GenerationRun]) -> dict:
+    """The usage of a completion's finished choices: the prompt they share counted once
+    (a choice cancelled before it started read no prompt: it records 0)."""
+    return usage(max(run.prompt_tokens for run in runs), sum(run.completion_tokens for run in runs))
+
+
+def completion(runs: list[GenerationRun]) -> dict:
+    """A completion's finished runs (its choices, in index order) as a chat.completion object."""
+    choices = [{"index": i, "message": {"role": "assistant", "content": run.assistant_message.content,
+                                        "refusal": None},
+                "logprobs": logprobs_wire.chat(run.logprobs) if logprobs_wire.asked(run) else None,
+                "finish_reason": finish_reason(run.finish_reason)} for i, run in enumerate(runs)]
+    return {**_base(runs[0], "chat.completion"), "choices": choices, "usage": choices_usage(runs)}
 
 
 def chunk(run: GenerationRun, *, delta: dict, finish: str | None = None, include_usage: bool = False,
-          logprobs: dict | None = None) -> dict:
+          index: int = 0, logprobs: dict | None = None) -> dict:
     body = {**_base(run, "chat.completion.chunk"),
-            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+            "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
     if include_usage:
         body["usage"] = None  # as OpenAI does: null on every chunk but the last
     return body
@@ -62,18 +67,19 @@ def _text_base(run: GenerationRun) -> dict:
             "model": run.pool.name, "system_fingerprint": None}
 
 
-def text_completion(run: GenerationRun) -> dict:
-    """A finished run as a text_completion object."""
-    choice = {"text": run.assistant_message.content, "index": 0,
-              "logprobs": logprobs_wire.text(run.logprobs) if logprobs_wire.asked(run) else None,
-              "finish_reason": finish_reason(run.finish_reason)}
-    return {**_text_base(run), "choices": [choice], "usage": usage(run.prompt_tokens, run.completion_tokens)}
+def text_completion(runs: list[GenerationRun]) -> dict:
+    """A completion's finished runs (its choices, in index order) as a text_completion object."""
+    choices = [{"text": run.assistant_message.content, "index": i,
+                "logprobs": logprobs_wire.text(run.logprobs) if logprobs_wire.asked(run) else None,
+                "finish_reason": finish_reason(run.finish_reason)} for i, run in enumerate(runs)]
+    return {**_text_base(runs[0]), "choices": choices, "usage": choices_usage(runs)}
 
 
 def text_chunk(run: GenerationRun, *, text: str, finish: str | None = None, include_usage: bool = False,
-               logprobs: dict | None = None) -> dict:
-    """A streamed text_completion: the same object, with the new text in choices[0].text."""
-    body = {**_text_base(run), "choices": [{"text": text, "index": 0, "logprobs": logprobs,
+               index: int = 0, logprobs: dict | None = None) -> dict:
+    """A streamed text_completion: the same object, with the new text in choices[0].text
+    (`index` the choice it belongs to)."""
+    body = {**_text_base(run), "choices": [{"text": text, "index": index, "logprobs": logprobs,
                                             "finish_reason": finish}]}
     if include_usage:
         body["usage"] = None
@@ -85,51 +91,55 @@ def text_usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: 
 
 
 class ChatShape:
-    """How a chat completion is written: the whole object, and its stream's chunks."""
+    """How a chat completion is written: the whole object, and its stream's chunks.
+    `run` is the completion's first choice (it names the completion); `index` the
+    choice a chunk belongs to."""
 
-    def whole(self, run: GenerationRun) -> dict:
-        return completion(run)
+    def whole(self, runs: list[GenerationRun]) -> dict:
+        return completion(runs)
 
-    def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
-        return [chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage)]
+    def opening(self, run: GenerationRun, include_usage: bool, index: int = 0) -> list[dict]:
+        return [chunk(run, delta={"role": "assistant", "content": ""}, include_usage=include_usage, index=index)]
 
-    def piece(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None, offset: int = 0) -> dict:
-        """A chunk of new text; `logprobs` (a list, or None when not asked for) are its
-        tokens', `offset` the characters streamed before it."""
+    def piece(self, run: GenerationRun, text: str, include_usage: bool, index: int = 0, *, logprobs=None,
+              offset: int = 0) -> dict:
+        """A chunk of new text of choice `index`; `logprobs` (a list, or None when not asked
+        for) are its tokens', `offset` the characters of that choice streamed before it."""
         lp = None if logprobs is None else logprobs_wire.chat(logprobs)
-        return chunk(run, delta={"content": text}, include_usage=include_usage, logprobs=lp)
+        return chunk(run, delta={"content": text}, include_usage=include_usage, index=index, logprobs=lp)
 
-    def finish(self, run: GenerationRun, reason: str, include_usage: bool) -> dict:
-        return chunk(run, delta={}, finish=finish_reason(reason), include_usage=include_usage)
+    def finish(self, run: GenerationRun, reason: str, include_usage: bool, index: int = 0) -> dict:
+        return chunk(run, delta={}, finish=finish_reason(reason), include_usage=include_usage, index=index)
 
     def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
         return usage_chunk(run, prompt_tokens, completion_tokens)
 
     # A stream's chunks for one entry's text, and for its end: one each here; a tool
     # run's reader (tools_wire.ToolChatShape) holds text back and sends calls.
-    def pieces(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None,
+    def pieces(self, run: GenerationRun, text: str, include_usage: bool, index: int = 0, *, logprobs=None,
                offset: int = 0) -> list[dict]:
-        return [self.piece(run, text, include_usage, logprobs=logprobs, offset=offset)]
+        return [self.piece(run, text, include_usage, index, logprobs=logprobs, offset=offset)]
 
-    def finishing(self, run: GenerationRun, reason: str, include_usage: bool) -> list[dict]:
-        return [self.finish(run, reason, include_usage)]
+    def finishing(self, run: GenerationRun, reason: str, include_usage: bool, index: int = 0) -> list[dict]:
+        return [self.finish(run, reason, include_usage, index)]
 
 
 class TextShape(ChatShape):
     """A text completion: no role chunk first; the text is in choices[0].text."""
 
-    def whole(self, run: GenerationRun) -> dict:
-        return text_completion(run)
+    def whole(self, runs: list[GenerationRun]) -> dict:
+        return text_completion(runs)
 
-    def opening(self, run: GenerationRun, include_usage: bool) -> list[dict]:
+    def opening(self, run: GenerationRun, include_usage: bool, index: int = 0) -> list[dict]:
         return []
 
-    def piece(self, run: GenerationRun, text: str, include_usage: bool, *, logprobs=None, offset: int = 0) -> dict:
+    def piece(self, run: GenerationRun, text: str, include_usage: bool, index: int = 0, *, logprobs=None,
+              offset: int = 0) -> dict:
         lp = None if logprobs is None else logprobs_wire.text(logprobs, offset=offset)
-        return text_chunk(run, text=text, include_usage=include_usage, logprobs=lp)
+        return text_chunk(run, text=text, include_usage=include_usage, index=index, logprobs=lp)
 
-    def finish(self, run: GenerationRun, reason: str, include_usage: bool) -> dict:
-        return text_chunk(run, text="", finish=finish_reason(reason), include_usage=include_usage)
+    def finish(self, run: GenerationRun, reason: str, include_usage: bool, index: int = 0) -> dict:
+        return text_chunk(run, text="", finish=finish_reason(reason), include_usage=include_usage, index=index)
 
     def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
         return text_usage_chunk(run, prompt_tokens, completion_tokens)

@@ -29,7 +29,7 @@ class Allowances:
 def quota_allowances(tenant) -> Allowances:
     """What the tenant has left of its requests per minute (counted at admission, as
     quota_check_rate counts them) and of its token budget (settled and reserved
-    tokens both count against it, as quota_reserve counts them). Reads only."""
+    tokens both count against it, as quota_reserve_choices counts them). Reads only."""
     quota = quota_for(tenant)
     if quota is None:
         return Allowances(None, None)

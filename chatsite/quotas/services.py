@@ -1,8 +1,9 @@
 """Admission against a tenant's limits, and settling the token ledger.
 
-A run reserves prompt + completion cap at admission, under a row lock on the
-tenant's usage row, so a burst of parallel requests cannot overspend; finalize
-settles what the run used and releases the rest."""
+A run reserves prompt + completion cap at admission (a completion's n choices: the
+prompt once, and a cap for each), under a row lock on the tenant's usage row, so a
+burst of parallel requests cannot overspend; finalize settles what the run used and
+releases the rest."""
 import math
 import time
 from dataclasses import dataclass
@@ -56,38 +57,58 @@ def _usage_row(tenant, period: str) -> TenantUsage:
     return usage
 
 
-def quota_reserve(*, tenant, quota: TenantQuota | None, prompt_tokens: int, max_tokens: int,
-                  active_runs) -> Reservation:
-    """Reserve tokens for a new run; call inside the admission transaction (the usage
-    row's lock is held until commit). `active_runs` is a callable counting the
-    tenant's queued and running runs, called only when the tenant has that limit.
+def quota_reserve_choices(*, tenant, quota: TenantQuota | None, prompt_tokens: int, max_tokens: int,
+                          active_runs, choices: int) -> list[Reservation]:
+    """Reserve tokens for `choices` runs answering one prompt (a /v1 call's n), one
+    Reservation each: the prompt counted once (in the first), and up to `max_tokens`
+    for every choice. One choice that does not fit the budget left is capped (it ends
+    with finish_reason "budget"); several are refused unless all of them fit whole, so
+    no choice is cut short where the others are not. Each run counts against the
+    tenant's runs at once (`active_runs`, a callable counting the tenant's queued and
+    running runs, is called only when the tenant has that limit). Call inside the
+    admission transaction: the usage row's lock is held until commit.
 
-    Raises RateLimited for too many runs at once or an exhausted budget."""
+    Raises RateLimited for too many runs at once or a budget that cannot hold them."""
     if quota is None or (quota.token_budget is None and quota.max_concurrent_runs is None):
         # Nothing to enforce: no reservation, and no lock that would serialize this
         # tenant's admissions (and its runs' finalizes) on one row. Usage is still
         # counted when each run is settled.
-        return Reservation(0, None)
+        return [Reservation(0, None)] * choices
     period = quota.period
     usage = _usage_row(tenant, period)  # the row lock serializes this tenant's admissions
-    if quota.max_concurrent_runs is not None and (active := active_runs()) >= quota.max_concurrent_runs:
+    if quota.max_concurrent_runs is not None and (active := active_runs()) + choices > quota.max_concurrent_runs:
         count_refusal("concurrency")
-        raise RateLimited(f"your team already has {active} replies in progress, the most it may run at once",
-                          code="concurrency_limit", retry_after=5)
+        more = f"; {choices} choices are {choices} more" if choices > 1 else ""
+        raise RateLimited(f"your team already has {active} replies in progress, the most it may run at once is "
+                          f"{quota.max_concurrent_runs}{more}", code="concurrency_limit", retry_after=5)
     cap, limited = max_tokens, False
     if quota.token_budget is not None:
         limited = True
         left = quota.token_budget - usage.used_tokens - usage.reserved_tokens
-        if left < prompt_tokens + 1:
+        need = prompt_tokens + (1 if choices == 1 else choices * max_tokens)
+        if left < need:
             count_refusal("budget")
-            seconds = (period_end(usage.period_start, period) - timezone.now()).total_seconds()
-            raise RateLimited(f"your team's token budget for this {period} is used up "
-                              f"({quota.token_budget} tokens); it renews in {math.ceil(seconds / 3600)} h",
-                              code="budget_exhausted", retry_after=math.ceil(seconds))
+            raise _budget_refusal(quota, usage, left=left, need=need, choices=choices, max_tokens=max_tokens)
         cap = min(max_tokens, left - prompt_tokens)
-    reserved = prompt_tokens + cap
-    TenantUsage.objects.filter(pk=usage.pk).update(reserved_tokens=F("reserved_tokens") + reserved)
-    return Reservation(reserved, reserved if limited else None)
+    reservations = [Reservation(prompt_tokens + cap if i == 0 else cap, prompt_tokens + cap if limited else None)
+                    for i in range(choices)]
+    TenantUsage.objects.filter(pk=usage.pk).update(
+        reserved_tokens=F("reserved_tokens") + sum(r.reserved_tokens for r in reservations))
+    return reservations
+
+
+def _budget_refusal(quota: TenantQuota, usage: TenantUsage, *, left: int, need: int, choices: int,
+                    max_tokens: int) -> RateLimited:
+    seconds = (period_end(usage.period_start, quota.period) - timezone.now()).total_seconds()
+    renews = f"it renews in {math.ceil(seconds / 3600)} h"
+    if choices == 1 or left <= 0:
+        message = (f"your team's token budget for this {quota.period} is used up ({quota.token_budget} tokens); "
+                   f"{renews}")
+    else:
+        message = (f"n={choices} choices of up to {max_tokens} tokens each, with the prompt, need {need} tokens, "
+                   f"but your team's token budget for this {quota.period} has {left} left; ask for fewer choices "
+                   f"or fewer max_tokens ({renews})")
+    return RateLimited(message, code="budget_exhausted", retry_after=math.ceil(seconds))
 
 
 def quota_record_refusal(*, tenant) -> None:
@@ -104,7 +125,8 @@ def quota_settle(*, run) -> None:
     quota = quota_for(run.tenant)
     period = quota.period if quota else TenantQuota.Period.MONTH
     start = period_start(run.queued_at, period)
-    used = run.prompt_tokens + run.completion_tokens
+    # A completion's choices after the first answer the same prompt: it is counted once.
+    used = (run.prompt_tokens if run.choice_of_id is None else 0) + run.completion_tokens
     rows = TenantUsage.objects.filter(tenant=run.tenant, period_start=start).update(
         reserved_tokens=Greatest(F("reserved_tokens") - run.reserved_tokens, 0), used_tokens=F("used_tokens") + used)
     if not rows:  # the period's first figure (its admission fell in the period before)

@@ -3,7 +3,7 @@ import logging
 
 from chatsite.runs import fair_queue, queues
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.routing import queue_for
+from chatsite.runs.routing import choices_pin, queue_for
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,19 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
         log.exception("run %s: dispatch to %s failed; the sweep will retry", run.pk, queue)
         if kwargs:  # no wake-up was sent for it: it must not take another run's
             _forget(run)
+
+
+def run_dispatch_choices(runs: list[GenerationRun]) -> None:
+    """Send the generation tasks of one turn's runs (one, or a completion's choices,
+    the first first). Several are first pinned to one worker where one can take them
+    all (routing.choices_pin), so its prefix cache computes their prompt once."""
+    if len(runs) > 1:
+        try:
+            choices_pin(runs[0], len(runs))
+        except Exception:
+            log.exception("run %s: could not pin its choices to one worker; they go to the pool", runs[0].pk)
+    for run in runs:
+        run_dispatch(run)
 
 
 def _forget(run: GenerationRun) -> None:

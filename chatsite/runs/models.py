@@ -45,6 +45,12 @@ class GenerationRun(models.Model):
     # The OpenAI-compatible API's sha256 of the request body an idempotency key came with:
     # a repeat with another body is refused, not answered with this run.
     request_digest = models.CharField(max_length=64, blank=True)
+    # A /v1 completion asked for n choices: one run each, made together. The first choice has
+    # index 0 and no choice_of; the others name it. The prompt is the same for all, so only
+    # the first choice's prompt tokens count against the tenant's budget and usage.
+    choice_index = models.PositiveSmallIntegerField(default=0)
+    choice_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="other_choices")
     worker = models.CharField(max_length=200, blank=True)
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

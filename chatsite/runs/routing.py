@@ -4,7 +4,9 @@ An interactive turn goes to the worker that served the chat's last turn (its
 prefix cache holds the conversation) unless that worker is draining, silent,
 hot or (with the fair queue) has all its slots taken; then it spills to the
 pool's queue and the chat re-pins to whichever worker takes it. Batch runs always use the pool queue: their priority matters
-more than their cache.
+more than their cache. The n choices of one completion are pinned together to one
+worker before they are dispatched (`choices_pin`), so the prompt they share is
+computed once in its prefix cache.
 """
 from django.conf import settings
 
@@ -47,3 +49,33 @@ def queue_for(run: GenerationRun) -> str:
 def affinity_pin(*, chat_id: int, worker: str) -> None:
     """Remember the worker now holding this chat's prefix in its cache."""
     get_redis().set(redis_keys.chat_affinity(chat_id), worker, ex=AFFINITY_TTL_SECONDS)
+
+
+def worker_for_choices(workers: dict[str, dict], pool: str, count: int) -> str | None:
+    """Of live workers' heartbeats, the available one with the most free slots, if it
+    has at least `count` (the choices would otherwise wait for its threads); None
+    when there is none. Without the fair queue any available worker will do."""
+    free = {}
+    for name, beat in workers.items():
+        if worker_is_available(beat, pool):
+            free[name] = int(beat.get("slots", count)) - int(beat.get("active_runs", 0))
+    best = max(free, key=free.get, default=None)
+    if best is None or (fair_queue.enabled() and free[best] < count):
+        return None
+    return best
+
+
+def choices_pin(run: GenerationRun, count: int) -> None:
+    """Before a completion's `count` choices are dispatched (run is the first): pin its
+    chat to one worker that can take them all, unless a worker already pinned is
+    available, so that queue_for sends every choice there. With no such worker
+    nothing is pinned: the choices go through the pool queue like any runs."""
+    if run.tier != GenerationRun.Tier.INTERACTIVE or not affinity_enabled():
+        return
+    workers = live_workers()
+    pinned = get_redis().get(redis_keys.chat_affinity(run.chat_id))
+    if pinned and worker_is_available(workers.get(pinned), run.pool.name):
+        return
+    worker = worker_for_choices(workers, run.pool.name, count)
+    if worker is not None:
+        affinity_pin(chat_id=run.chat_id, worker=worker)

@@ -1,4 +1,6 @@
 """Reads for runs, always scoped to the tenant and owner asking."""
+from django.db.models import Q
+
 from chatsite.errors import NotFound
 from chatsite.runs.models import GenerationRun
 
@@ -13,3 +15,10 @@ def run_get(*, tenant, user, run_id) -> GenerationRun:
         return runs_for(tenant=tenant, user=user).get(pk=int(run_id))
     except (GenerationRun.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound("no such run") from None
+
+
+def run_choices(run: GenerationRun) -> list[GenerationRun]:
+    """The choices of the completion whose first choice is `run`, in index order (a
+    run admitted alone: [run]), with their pool and reply loaded. Scoped to its tenant."""
+    return list(GenerationRun.objects.filter(Q(pk=run.pk) | Q(choice_of=run.pk), tenant_id=run.tenant_id)
+                .select_related("pool", "assistant_message").order_by("choice_index"))

@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from chatsite.quotas.periods import period_end, period_start
@@ -40,7 +40,9 @@ def usage_this_month(*, tenant, now: datetime | None = None) -> TenantUsage:
     start = period_start(now or timezone.now(), "month")
     rows = (GenerationRun.objects.filter(tenant=tenant, queued_at__gte=start)
             .values("pool__name").order_by("pool__name")
-            .annotate(runs=Count("id"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")))
+            .annotate(runs=Count("id"), completion=Sum("completion_tokens"),
+                      # the choices of one completion after its first answer the same prompt: counted once
+                      prompt=Sum("prompt_tokens", filter=Q(choice_of__isnull=True))))
     models = [ModelUsage(model=r["pool__name"], runs=r["runs"], prompt_tokens=r["prompt"] or 0,
                          completion_tokens=r["completion"] or 0) for r in rows]
     return TenantUsage(period_start=start, period_end=period_end(start, "month"), models=models)

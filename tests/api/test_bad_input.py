@@ -51,7 +51,7 @@ CASES = [
 REST_ONLY = [("unknown tier", '"hi"', ', "tier": "urgent"', "tier"),
              ("the old name priority", '"hi"', ', "priority": "batch"', "priority")]
 OPENAI_ONLY = [
-    ("n above 1", '"hi"', ', "n": 2', "n"),
+    ("n above 8", '"hi"', ', "n": 9', "n"),
     ("tools", '"hi"', ', "tools": {"type": "function"}', "tools"),
     ("stream_options without stream", '"hi"', ', "stream_options": {"include_usage": true}', "stream_options"),
     ("two max token values", '"hi"', ', "max_tokens": 5, "max_completion_tokens": 6', "max_completion_tokens"),

@@ -127,7 +127,7 @@ def test_sdk_errors_carry_openai_shape(client):
         client.chat.completions.create(model="nope", messages=QUESTION)
     assert info.value.body["code"] == "model_not_found" and info.value.body["param"] == "model"
     with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="flagship", messages=QUESTION, n=2)
+        client.chat.completions.create(model="flagship", messages=QUESTION, n=9)
     assert info.value.body["param"] == "n"
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="flagship", messages=QUESTION[:3])

@@ -56,8 +56,9 @@ def test_streaming_in_openais_shape(client):
 
 
 @pytest.mark.parametrize("fields, param", [
-    ({"echo": True}, "echo"), ({"suffix": "return x"}, "suffix"), ({"logprobs": 6}, "logprobs"), ({"logprobs": -1}, "logprobs"),
-    ({"n": 2}, "n"), ({"best_of": 3}, "best_of"), ({"logit_bias": {"5": 1}}, "logit_bias"),
+    ({"echo": True}, "echo"), ({"suffix": "return x"}, "suffix"), ({"logprobs": 6}, "logprobs"),
+    ({"logprobs": -1}, "logprobs"), ({"n": 9}, "n"), ({"n": 0}, "n"), ({"best_of": 3}, "best_of"),
+    ({"logit_bias": {"5": 1}}, "logit_bias"),
     ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, 2, 3]}, "prompt"), ({"prompt": "  "}, "prompt"),
     ({"temperature": 3}, "temperature"), ({"extra_body": {"top_k": -5}}, "top_k"),
 ])

@@ -36,6 +36,18 @@ def test_turns_of_a_chat_stay_on_one_worker(live_url, second_worker, chat, auth)
     assert get_redis().get(redis_keys.chat_affinity(chat.pk)) == workers[0]  # the chat is pinned to it
 
 
+def test_a_completions_choices_all_run_on_one_worker(live_url, second_worker, pool, auth):
+    import httpx
+
+    for attempt in range(3):  # each call is a new chat, pinned afresh
+        resp = httpx.post(f"{live_url}/v1/chat/completions", headers=auth, timeout=60, json={
+            "model": "flagship", "messages": [{"role": "user", "content": f"call {attempt}"}], "max_tokens": 5,
+            "n": 4})
+        assert resp.status_code == 200, resp.text
+        runs = [wait_terminal(int(i)) for i in resp.headers["x-run-ids"].split(",")]
+        assert len({r.worker for r in runs}) == 1, [r.worker for r in runs]
+
+
 @pytest.fixture
 def drained(stack_env, fake_workers):
     """The workers a test drains; a drained worker takes nothing more, so the session's own
@@ -69,6 +81,44 @@ def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url,
     # the drained worker takes nothing new: the chat's next turn goes to the other one
     nxt = post_message(live_url, auth, chat.pk, content="next", max_tokens=5)
     assert wait_terminal(nxt["id"]).worker != holder
+
+
+@pytest.fixture
+def third_worker(stack_env, second_worker, pool):
+    """One more worker of the pool: the drain test before may have left fake-flagship-2
+    draining, and the drained worker's choices need a worker to go on."""
+    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                              pool="flagship", name="fake-flagship-3")
+    yield proc
+    proc.stop()
+
+
+def test_a_drain_hands_every_choice_of_a_completion_over_without_a_break(live_url, third_worker, pool, api_key,
+                                                                         drained):
+    import openai
+
+    from chatsite.runs.models import GenerationRun
+
+    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    stream = client.chat.completions.create(model="flagship", messages=[{"role": "user", "content": "drain me"}],
+                                            max_tokens=400, n=2, stream=True, extra_body={"ignore_eos": True})
+    texts, holder = {0: "", 1: ""}, None
+    for chunk in stream:
+        for choice in chunk.choices:
+            texts[choice.index] += choice.delta.content or ""
+        if holder is None and all(texts.values()):  # both choices are streaming: drain their worker
+            holder = wait_for_worker(int(chunk.id.removeprefix("chatcmpl-")))
+            drained.append(holder)
+            reply = app.control.broadcast("drain", arguments={"deadline": 0.5}, destination=[holder], reply=True,
+                                          timeout=5)
+            assert reply and "ok" in list(reply[0].values())[0]
+    assert holder is not None
+    first = int(chunk.id.removeprefix("chatcmpl-"))
+    others = GenerationRun.objects.filter(choice_of=first).order_by("choice_index").values_list("pk", flat=True)
+    runs = [wait_terminal(pk) for pk in [first, *others]]
+    assert [texts[i] for i in (0, 1)] == [r.assistant_message.content for r in runs]
+    assert [(r.status, r.completion_tokens, r.attempt) for r in runs] == [("completed", 400, 2)] * 2
+    assert all(r.worker != holder for r in runs)
 
 
 def wait_for_worker(run_id, timeout=10):

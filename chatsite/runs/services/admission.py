@@ -15,8 +15,9 @@ from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
-from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve
-from chatsite.runs.dispatch import run_dispatch
+from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve_choices
+from chatsite.runs.choices import MAX_CHOICES, choice_seeds
+from chatsite.runs.dispatch import run_dispatch_choices
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
 from chatsite.runs.services.finalize import run_finalize
@@ -56,11 +57,12 @@ class Order:
     idempotency_key: str
     room: int
     raw_prompt: bool = False
+    choices: int = 1  # sibling replies, one run each (a /v1 call's n)
 
 
 def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str = "interactive",
                source: str = GenerationRun.Source.API, idempotency_key: str = "",
-               model: str | None = None, raw_prompt: bool = False, tool_call_id: str = "",
+               model: str | None = None, raw_prompt: bool = False, tool_call_id: str = "", choices: int = 1,
                **sampling) -> GenerationRun:
     """Save the user's message (after the chat's chosen path, or as a new version of
     `edit_of`, a user message of the chat), an empty assistant message and a queued
@@ -73,6 +75,11 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     model gets `content` as it is, with no chat template and none of the chat's
     earlier messages (a text completion). `tool_call_id`: the message is a function's
     result (role tool) answering that call of the chat's last reply, not the user's.
+    `choices` (1..MAX_CHOICES) answers the
+    message with that many sibling replies, each its own run with its own seed
+    (choices.choice_seeds), admitted together (rate limit: one request; budget: the
+    prompt once and max_tokens for each); the first choice's run is returned, the
+    rest are its `other_choices`, and an idempotent repeat returns the first again.
 
     Raises InvalidInput (bad content, sampling, or a prompt that cannot fit the
     model's context), ModelUnavailable (503) when no worker of the pool is live and it
@@ -82,6 +89,8 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     existing = _check_key(chat, idempotency_key)
     if existing is not None:
         return existing
+    if isinstance(choices, bool) or not isinstance(choices, int) or not 1 <= choices <= MAX_CHOICES:
+        raise InvalidInput(f"n (the number of choices) must be an integer from 1 to {MAX_CHOICES}", field="n")
     content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
     if edit_of is not None and (edit_of.chat_id != chat.pk or edit_of.role != Message.Role.USER):
         raise InvalidInput("only a message you sent can be edited", field="message")
@@ -90,7 +99,7 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     tokens = count_tokens(pool.model, content)
     turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of, tool_call_id=tool_call_id)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
-    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room, raw_prompt))
+    return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room, raw_prompt, choices))
 
 
 def run_regenerate(*, chat: Chat, message: Message, max_tokens=None, temperature=None, top_p=None, seed=None,
@@ -242,6 +251,12 @@ def _messages(chat: Chat, turn: Turn) -> tuple[Message, Message, int | None]:
     return asked, reply, anchor
 
 
+def _siblings(chat: Chat, asked: Message, count: int) -> list[Message]:
+    """`count` more empty replies to `asked`: versions of the same turn."""
+    return [Message.objects.create(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT)
+            for _ in range(count)]
+
+
 def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     pool, sampling = order.pool, order.sampling
     locked = Chat.objects.select_for_update().get(pk=chat.pk)
@@ -260,20 +275,27 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     chat.current_leaf = reply
     chat.save(update_fields=["title", "updated_at", "current_leaf"])
     snapshot, prompt_tokens = _snapshot(chat, pool, asked, order.room, prefix=turn.continued)
-    reservation = quota_reserve(
+    reservations = quota_reserve_choices(
         tenant=chat.tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
-        active_runs=lambda: GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count())
-    run = GenerationRun.objects.create(
-        tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=reply, pool=pool,
-        tier=order.tier, source=order.source, seed=sampling.seed, max_tokens=sampling.max_tokens,
-        sampling=sampling.as_run_sampling(),
-        prompt_snapshot=snapshot, raw_prompt=order.raw_prompt, idempotency_key=order.idempotency_key,
-        reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
-    )
-    run.user_message, run.assistant_message = asked, reply
-    transaction.on_commit(lambda: run_dispatch(run))
-    live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=run.pk, title=chat.title)
-    return run
+        active_runs=lambda: GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count(),
+        choices=order.choices)
+    replies = [reply] + _siblings(chat, asked, order.choices - 1)
+    runs = []
+    for i, (message, reservation, seed) in enumerate(zip(replies, reservations,
+                                                          choice_seeds(sampling.seed, order.choices))):
+        run = GenerationRun.objects.create(
+            tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=message, pool=pool,
+            tier=order.tier, source=order.source, seed=seed, max_tokens=sampling.max_tokens,
+            sampling=sampling.as_run_sampling(), choice_index=i, choice_of=runs[0] if runs else None,
+            prompt_snapshot=snapshot, raw_prompt=order.raw_prompt,
+            idempotency_key=order.idempotency_key if i == 0 else "",  # the first choice holds the key
+            reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
+        )
+        run.user_message, run.assistant_message = asked, message
+        runs.append(run)
+    transaction.on_commit(lambda: run_dispatch_choices(runs))
+    live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=runs[0].pk, title=chat.title)
+    return runs[0]
 
 
 def _snapshot(chat: Chat, pool, asked: Message, room: int, *, prefix: Message | None) -> tuple[list[dict], int]:
