@@ -22,7 +22,7 @@ CARRIED = [["The", -0.25, [["The", -0.25], ["A", -1.75]]], [" loop", -0.5, [[" l
 def test_the_carried_tokens_logprobs_are_kept_once(fake_workers, pool, api_key):
     body = {"model": "flagship", "max_tokens": 20, "logprobs": True, "top_logprobs": 2,
             "messages": [{"role": "user", "content": "Explain loops."}]}
-    with mock.patch("chatsite.runs.services.admission.run_dispatch"):  # no task yet: an attempt "began" first
+    with mock.patch("chatsite.runs.services.admission.run_dispatch_choices"):  # no task yet: an attempt "began" first
         run = completion_submit(key=ApiKey.objects.get(name="test"), request=parse_completion_request(body)).run
     key = redis_keys.run_stream(run.pk)
     entry = codec.logprobs_token_fields(seq=0, n=2, text="The loop", attempt=1, logprobs=CARRIED)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _submit(response_format):
     body = {"model": "flagship", "max_tokens": 20, "response_format": response_format,
             "messages": [{"role": "user", "content": "Answer in JSON."}]}
-    with mock.patch("chatsite.runs.services.admission.run_dispatch"):  # no task yet: an attempt "began" first
+    with mock.patch("chatsite.runs.services.admission.run_dispatch_choices"):  # no task yet: an attempt "began" first
         return completion_submit(key=ApiKey.objects.get(name="test"), request=parse_completion_request(body)).run
 
 
