@@ -102,3 +102,15 @@ def test_a_quiet_tenants_expected_wait_counts_its_turns_not_the_whole_queue(tena
     other = TenantFactory()
     run = run_submit(chat=ChatFactory(tenant=other, owner=UserFactory(tenant=other), pool=pool), content="quiet")
     assert run.status == "queued"
+
+
+def test_a_call_of_several_choices_may_not_take_the_queue_past_its_limit(tenant, user):
+    pool = queueing_pool("choices-queue", max_queued_runs=4)  # no worker: its runs stay queued
+    chats = [ChatFactory(tenant=tenant, owner=user, pool=pool) for _ in range(3)]
+    run_submit(chat=chats[0], content="one", choices=2)  # 2 of 4 queued
+    with pytest.raises(Overloaded) as info:
+        run_submit(chat=chats[1], content="three of them", choices=3)  # 5 > 4
+    assert "the 3 runs of this request do not fit" in info.value.message
+    assert GenerationRun.objects.filter(pool=pool).count() == 2 and chats[1].messages.count() == 0
+    run_submit(chat=chats[2], content="two fit", choices=2)  # exactly 4
+    assert GenerationRun.objects.filter(pool=pool).count() == 4

@@ -200,7 +200,7 @@ def _admit(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
     if order.tier not in TIERS:
         raise InvalidInput(f"tier must be one of {', '.join(TIERS)}", field="tier")
     refuse_if_no_worker(order.pool)
-    shed_if_overloaded(order.pool, chat.tenant)
+    shed_if_overloaded(order.pool, chat.tenant, arriving=order.choices)
     try:
         quota = quota_for(chat.tenant)
         quota_check_rate(tenant=chat.tenant, quota=quota)

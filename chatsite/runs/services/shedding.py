@@ -67,18 +67,24 @@ def _finished_recently(pool) -> int:
     return GenerationRun.objects.filter(pool=pool, finished_at__gte=since).count()
 
 
-def shed_if_overloaded(pool, tenant) -> None:
+def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
     """Raise Overloaded (503 + Retry-After) when the pool's queue is over its limits:
     over max_queued_runs while the tenant holds at least its share of it (all of it
-    without fair ordering), or when the tenant's expected wait is past max_queue_wait_seconds."""
+    without fair ordering), or when the tenant's expected wait is past max_queue_wait_seconds.
+    `arriving`: the runs this request would queue (a completion's n choices): the queue
+    may not go past its limit by them."""
     fair = fair_queue.enabled()
     backlog = pool_backlog(pool, tenant)
     wait = backlog.wait_seconds(fair)
     limit = pool.max_queued_runs
-    if backlog.queued >= limit and (not fair or backlog.mine >= backlog.share(limit)):
+    # (With one arriving run these read: queued >= limit, and the tenant holds its share.)
+    if backlog.queued + arriving > limit and (not fair or backlog.mine + arriving - 1 >= backlog.share(limit)):
         count_shed(pool.name)
         retry = math.ceil(wait - pool.max_queue_wait_seconds) if wait else 10
         full = f"model {pool.name!r} has {backlog.queued} requests waiting, the most it queues"
+        if backlog.queued < limit:  # several choices that do not fit in what is left
+            full = (f"model {pool.name!r} has {backlog.queued} requests waiting and queues at most {limit}: "
+                    f"the {arriving} runs of this request do not fit")
         if not fair:
             why = f"{full}; try again in a little while"
         elif backlog.tenants == 1:
