@@ -47,11 +47,14 @@ class PoolFactory(factory.django.DjangoModelFactory):
 
 def queueing_pool(name: str, **fields) -> ModelPool:
     """A pool that queues runs while it has no live worker (`queue_when_cold`), for tests
-    that admit runs with no worker running; an existing row of that name is marked too."""
+    that admit runs with no worker running; an existing row of that name is marked too,
+    and given `fields` (get-or-create would keep its old values)."""
     pool = PoolFactory(name=name, **fields)
-    if not pool.queue_when_cold:
-        pool.queue_when_cold = True
-        pool.save(update_fields=["queue_when_cold"])
+    changed = [k for k, v in {**fields, "queue_when_cold": True}.items() if getattr(pool, k) != v]
+    for k in changed:
+        setattr(pool, k, {**fields, "queue_when_cold": True}[k])
+    if changed:
+        pool.save(update_fields=changed)
     return pool
 
 

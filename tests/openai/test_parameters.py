@@ -107,7 +107,7 @@ def test_a_too_large_schema_is_refused(key, pool):
 
 
 def test_tools_that_leave_no_room_in_the_context_are_refused_naming_tools(key, db):
-    queueing_pool("flagship", chat_template="smollm2-tools.jinja")  # context 1,024 tokens
+    queueing_pool("flagship", chat_template="smollm2-tools.jinja", context_length=1024)
     tool = {"type": "function", "function": {"name": "weather", "description": "x " * 2000, "parameters": SCHEMA}}
     with pytest.raises(InvalidInput) as info:
         _submit(key, tools=[tool], max_tokens=40)
