@@ -1,18 +1,40 @@
-"""Finalize: the durable record, rebuilt from the run's own stream."""
+"""Finalize: the durable record, rebuilt from the run's own stream.
+
+Every run ends here, once, so it is written in four plain SQL statements (lock and
+read, the run, its message, the tenant's usage): the ORM's query compilation cost
+more CPU than the rest of the finalize (bench/lifecycle_cpu.py)."""
+import json
 import logging
 from datetime import datetime, timezone as dt_timezone
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from chatsite.chats.models import Message
 from chatsite.metrics.counters import observe_latency
+from chatsite.quotas.models import TenantQuota
 from chatsite.quotas.services import quota_settle
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec, log
 from chatsite.runs.stream.log import Reply
 
 logger = logging.getLogger(__name__)
+
+_RUNS = GenerationRun._meta.db_table
+# The run's columns but its prompt snapshot (it can be the chat's last 200 messages and
+# finalize does not read it), its pool's name and its tenant's budget period. FOR UPDATE
+# OF the run only: locking the pool and tenant rows the join reads deadlocked with
+# admissions inserting runs that reference them.
+_LOCK = (f'SELECT {", ".join(f"r.{f.column}" for f in GenerationRun._meta.concrete_fields if f.name != "prompt_snapshot")}, '
+         f'p.name AS pool_name, q.period AS quota_period FROM "{_RUNS}" r '
+         f'JOIN "{GenerationRun._meta.get_field("pool").related_model._meta.db_table}" p ON p.id = r.pool_id '
+         f'LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = r.tenant_id WHERE r.id = %s FOR UPDATE OF r')
+_SAVED = ("status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
+          "first_token_at", "ttft_ms", "itl_ms", "logprobs")
+_SAVE_RUN = (f'UPDATE "{_RUNS}" SET {", ".join(f"{name} = %s" for name in _SAVED[:-1])}, logprobs = %s::jsonb '
+             f'WHERE id = %s')
+_SAVE_REPLY = (f'UPDATE "{Message._meta.db_table}" SET content = content || %s, token_count = token_count + %s '
+               f'WHERE id = %s')
 
 
 def _status_for(terminal: codec.Entry) -> str:
@@ -39,18 +61,17 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
     if reply.gap is not None:
         logger.error("run %s: %s", run_id, reply.gap.message)
     with transaction.atomic():
-        # of=self: lock the run row only, not the pool and tenant rows the join reads
-        # (locking those deadlocked with admissions inserting runs that reference them).
-        run = (GenerationRun.objects.select_for_update(of=("self",))
-               .select_related("assistant_message", "pool", "tenant").defer("prompt_snapshot").get(pk=run_id))
+        run = next(iter(GenerationRun.objects.raw(_LOCK, [run_id])), None)
+        if run is None:
+            raise GenerationRun.DoesNotExist(f"no run {run_id}")
         if run.is_terminal:
             return run
         _apply(run, reply)
-        quota_settle(run=run)
+        quota_settle(run=run, period=run.quota_period or TenantQuota.Period.MONTH)
     if run.ttft_ms is not None:
-        observe_latency("ttft", run.pool.name, run.ttft_ms)
+        observe_latency("ttft", run.pool_name, run.ttft_ms)
     if run.itl_ms is not None:
-        observe_latency("itl", run.pool.name, run.itl_ms)
+        observe_latency("itl", run.pool_name, run.itl_ms)
     return run
 
 
@@ -81,10 +102,8 @@ def _apply(run: GenerationRun, reply: Reply) -> None:
             run.itl_ms = (reply.last_token_ms - reply.first_token_ms) / (reply.completion_tokens - 1)
     if run.sampling.get("logprobs") is not None:  # asked for: kept for answers re-read from Postgres
         run.logprobs = reply.logprobs or []
-    run.save(update_fields=["status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
-                            "first_token_at", "ttft_ms", "itl_ms", "logprobs"])  # not the prompt snapshot it read
-    msg: Message = run.assistant_message
-    # A continued reply's message already holds the text it carries on (empty otherwise).
-    msg.content += reply.text
-    msg.token_count += reply.completion_tokens
-    msg.save(update_fields=["content", "token_count"])
+    values = [getattr(run, name) for name in _SAVED[:-1]]
+    with connection.cursor() as cur:
+        cur.execute(_SAVE_RUN, [*values, None if run.logprobs is None else json.dumps(run.logprobs), run.pk])
+        # A continued reply's message already holds the text it carries on (empty otherwise).
+        cur.execute(_SAVE_REPLY, [reply.text, reply.completion_tokens, run.assistant_message_id])
