@@ -92,6 +92,7 @@ def inner(runs: int, key: str, profile: bool = False) -> None:
         out = io.StringIO()
         for phase, prof in profiles.items():
             out.write(f"=== {phase}\n")
+            prof.dump_stats(f"/tmp/lifecycle_{phase}.prof")  # for pstats queries
             stats = pstats.Stats(prof, stream=out)
             stats.sort_stats("cumulative").print_stats(40)
             stats.sort_stats("tottime").print_stats(25)

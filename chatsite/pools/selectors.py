@@ -15,6 +15,15 @@ def pools_for_tenant(tenant):
     return pools.order_by("name")
 
 
+def allowed_pool_ids(tenant) -> frozenset:
+    """The pools the tenant is limited to (empty: every enabled pool); as the request's
+    authentication read them, if it did."""
+    preloaded = getattr(tenant, "preloaded", None)
+    if preloaded is not None:
+        return preloaded.allowed_pool_ids
+    return frozenset(tenant.allowed_pools.values_list("pk", flat=True))
+
+
 def pool_for_tenant(tenant, name: str, *, loaded: ModelPool | None = None) -> ModelPool:
     """The pool `name` for this tenant. Raises InvalidInput for an unknown model or
     one the tenant may not use (code model_not_found) and for a disabled one
@@ -27,7 +36,7 @@ def pool_for_tenant(tenant, name: str, *, loaded: ModelPool | None = None) -> Mo
     else:
         pool = ModelPool.objects.filter(name=name).first() if plausible else None
     if pool is not None:
-        allowed_ids = list(tenant.allowed_pools.values_list("pk", flat=True))
+        allowed_ids = allowed_pool_ids(tenant)
         allowed = not allowed_ids or pool.pk in allowed_ids
     else:
         allowed = False

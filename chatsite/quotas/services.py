@@ -32,6 +32,10 @@ class Reservation:
 
 
 def quota_for(tenant) -> TenantQuota | None:
+    """The tenant's quota (None: no limits); as the request's authentication read it, if it did."""
+    preloaded = getattr(tenant, "preloaded", None)
+    if preloaded is not None:
+        return preloaded.quota
     return TenantQuota.objects.filter(tenant=tenant).first()
 
 

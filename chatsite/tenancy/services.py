@@ -5,14 +5,14 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 from django.utils.text import slugify
 
 from chatsite.errors import Conflict
+from chatsite.rows import Columns, fetch_one, split
 from chatsite.runs.validation import clean_text
 from chatsite.tenancy import revocation
-from chatsite.tenancy.models import ApiKey, Membership, Tenant
+from chatsite.tenancy.models import ApiKey, Membership, Tenant, TenantPreload
 from chatsite.tenancy.revocation import principal_revoke
 
 KEY_PREFIX = "csk"
@@ -72,17 +72,44 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
     return key
 
 
+_KEY, _TENANT = Columns(ApiKey, "k"), Columns(Tenant, "t")
+_USER = _QUOTA = None  # the user model's and the quota's columns, once apps are loaded
+
+
+def _live_key(prefix: str) -> ApiKey | None:
+    """One query, in plain SQL as every API request runs it: the unrevoked key, its user
+    and tenant, and that the user is still a member of the tenant (removed from it, the
+    keys made while a member stop working too). The tenant comes with what admitting a
+    run reads of it, so that request asks no more: its quota and its allowed pools
+    (pools.selectors.allowed_pool_ids, quotas.services.quota_for)."""
+    global _USER, _QUOTA
+    if _USER is None:
+        from chatsite.quotas.models import TenantQuota
+
+        _USER, _QUOTA = Columns(get_user_model(), "u"), Columns(TenantQuota, "q")
+    allowed = Tenant.allowed_pools.through._meta.db_table
+    row = fetch_one(
+        f'SELECT {_KEY.sql}, {_USER.sql}, {_TENANT.sql}, {_QUOTA.sql}, '
+        f'ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = k.tenant_id) FROM "{_KEY.table}" k '
+        f'JOIN "{_USER.table}" u ON u.id = k.user_id JOIN "{_TENANT.table}" t ON t.id = k.tenant_id '
+        f'LEFT JOIN "{_QUOTA.table}" q ON q.tenant_id = k.tenant_id '
+        f'WHERE k.prefix = %s AND k.revoked_at IS NULL AND EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m '
+        f'WHERE m.user_id = k.user_id AND m.tenant_id = k.tenant_id)', [prefix])
+    if row is None:
+        return None
+    key, user, tenant, quota, pool_ids = split(row, _KEY, _USER, _TENANT, _QUOTA)
+    key.user, key.tenant = user, tenant
+    tenant.preloaded = TenantPreload(quota=quota, allowed_pool_ids=frozenset(pool_ids))
+    return key
+
+
 def api_key_authenticate(raw: str) -> ApiKey | None:
     """The live key for a presented secret, or None (unknown, revoked, or its user
     inactive or no longer a member of its tenant); records when it was last used."""
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not _PREFIX_ID.fullmatch(parts[1]):
         return None
-    # One query: the key, its user and tenant, and that the user is still a member of the
-    # tenant (removed from it, the keys made while a member stop working too).
-    key = (ApiKey.objects.select_related("user", "tenant")
-           .filter(prefix=parts[1], revoked_at__isnull=True,
-                   user__memberships__tenant_id=F("tenant_id")).first())
+    key = _live_key(parts[1])
     if key is None or not secrets.compare_digest(key.secret_hash, _hash(parts[2])):
         return None
     if not (key.user.is_active and key.tenant.is_active):

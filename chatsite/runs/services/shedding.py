@@ -10,15 +10,20 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from chatsite.errors import Overloaded
 from chatsite.metrics.counters import count_shed
+from chatsite.rows import fetch_one
 from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
 
 RATE_WINDOW = timedelta(seconds=60)
+# Plain SQL: every admission asks (chatsite/rows.py).
+_RUNS = GenerationRun._meta.db_table
+_QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DISTINCT tenant_id) FROM "{_RUNS}" '
+           f'WHERE pool_id = %s AND status = %s')
+_FINISHED = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND finished_at >= %s'
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +56,8 @@ class Backlog:
 def pool_backlog(pool, tenant) -> Backlog:
     """The pool's queue and the tenant's part of it (one query on the (pool, status)
     index), and the pool's finish rate, read only when a new run would wait at all."""
-    queued = GenerationRun.objects.filter(pool=pool, status=GenerationRun.Status.QUEUED).aggregate(
-        queued=Count("pk"), mine=Count("pk", filter=Q(tenant=tenant)), tenants=Count("tenant", distinct=True))
-    tenants = queued["tenants"] + (0 if queued["mine"] else 1)
-    backlog = Backlog(queued=queued["queued"], mine=queued["mine"], tenants=tenants, finished=0)
+    queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk, GenerationRun.Status.QUEUED])
+    backlog = Backlog(queued=queued, mine=mine, tenants=tenants + (0 if mine else 1), finished=0)
     if backlog.ahead(fair_queue.enabled()) == 0:
         return backlog
     return dataclasses.replace(backlog, finished=_finished_recently(pool))
@@ -63,8 +66,7 @@ def pool_backlog(pool, tenant) -> Backlog:
 def _finished_recently(pool) -> int:
     """Runs of the pool finished in the last RATE_WINDOW, on the (pool, finished_at)
     index: as many rows as the pool finished in that window, not every run it ever had."""
-    since = timezone.now() - RATE_WINDOW
-    return GenerationRun.objects.filter(pool=pool, finished_at__gte=since).count()
+    return fetch_one(_FINISHED, [pool.pk, timezone.now() - RATE_WINDOW])[0]
 
 
 def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
