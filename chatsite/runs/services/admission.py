@@ -8,7 +8,8 @@ the path from the turn's user message up through its parents."""
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
@@ -16,6 +17,7 @@ from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
 from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve_choices
+from chatsite.rows import Insert, fetch_one
 from chatsite.runs.choices import MAX_CHOICES, choice_seeds
 from chatsite.runs.dispatch import run_dispatch_choices
 from chatsite.runs.models import GenerationRun
@@ -225,74 +227,92 @@ def _admit(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
         return existing
 
 
-def _messages(chat: Chat, turn: Turn) -> tuple[Message, Message, int | None]:
+# The admission transaction in plain SQL: every message sent runs it, and the ORM's
+# compilation of its statements cost more CPU than Postgres spent on them
+# (bench/lifecycle_cpu.py; chatsite/rows.py). The chat's row lock serializes the
+# chat's turns; the checks after it are a statement of their own, so that they see
+# what a turn that held the lock before this one committed.
+_CHATS, _MESSAGES, _RUNS = Chat._meta.db_table, Message._meta.db_table, GenerationRun._meta.db_table
+_LOCK_CHAT = f'SELECT current_leaf_id, title, system_prompt, listed FROM "{_CHATS}" WHERE id = %s FOR UPDATE'
+# The chat's reply in progress, if any; and the end of its chosen path and that
+# message's depth (the newest message for chats written before they remembered one).
+_BUSY_AND_LEAF = (f'WITH leaf AS (SELECT COALESCE(%s, (SELECT max(id) FROM "{_MESSAGES}" WHERE chat_id = %s)) AS id) '
+                  f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status = ANY(%s) LIMIT 1), leaf.id, '
+                  f'(SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id) FROM leaf')
+_SAVE_CHAT = f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s'
+_INSERT_MESSAGES, _INSERT_RUNS = Insert(Message), Insert(GenerationRun)
+
+
+def _messages(chat: Chat, turn: Turn, leaf: tuple[int | None, int | None],
+              choices: int) -> tuple[Message, list[Message], int | None]:
     """Write the turn's messages under the chat's lock: (the user message answered,
-    the new assistant message, the message after which the chosen path changed)."""
+    the new assistant messages, one per choice, the message after which the chosen
+    path changed). `leaf`: the chosen path's last message and its depth."""
     if turn.kind == SEND:
         if turn.edit_of is not None:
             parent_id, depth = turn.edit_of.parent_id, turn.edit_of.depth
         else:
-            parent_id = tree.leaf_id(chat)
-            depth = 0 if parent_id is None else Message.objects.values_list("depth", flat=True).get(pk=parent_id) + 1
+            parent_id, depth = leaf[0], 0 if leaf[0] is None else leaf[1] + 1
         role = Message.Role.TOOL if turn.tool_call_id else Message.Role.USER
-        asked = Message.objects.create(chat=chat, parent_id=parent_id, depth=depth, role=role,
-                                       content=turn.content, token_count=turn.tokens, tool_call_id=turn.tool_call_id)
+        asked, = _INSERT_MESSAGES.save(Message(chat=chat, parent_id=parent_id, depth=depth, role=role,
+                                               content=turn.content, token_count=turn.tokens,
+                                               tool_call_id=turn.tool_call_id))
         anchor = parent_id
     else:
         asked, anchor = turn.asked, turn.asked.pk
     prefix = turn.continued
     if prefix is not None and Message.objects.filter(parent=prefix).exists():
         raise InvalidInput("only the last reply of a conversation can be continued", field="message")
-    reply = Message.objects.create(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT,
-                                   content=prefix.content if prefix else "",
-                                   token_count=prefix.token_count if prefix else 0)
+    # The reply (a continued one starts with the text it carries on), then the other
+    # choices' empty replies: versions of the same turn.
+    replies = [Message(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT,
+                       content=prefix.content if prefix else "", token_count=prefix.token_count if prefix else 0)]
+    replies += [Message(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT)
+                for _ in range(choices - 1)]
+    _INSERT_MESSAGES.save(*replies)
     if prefix is not None:
-        Message.objects.filter(pk=prefix.pk, replaced_by__isnull=True).update(replaced_by=reply)
-    return asked, reply, anchor
-
-
-def _siblings(chat: Chat, asked: Message, count: int) -> list[Message]:
-    """`count` more empty replies to `asked`: versions of the same turn."""
-    return [Message.objects.create(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT)
-            for _ in range(count)]
+        Message.objects.filter(pk=prefix.pk, replaced_by__isnull=True).update(replaced_by=replies[0])
+    return asked, replies, anchor
 
 
 def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     pool, sampling = order.pool, order.sampling
-    locked = Chat.objects.select_for_update().get(pk=chat.pk)
-    locked.tenant = chat.tenant  # already loaded
-    chat = locked
+    with connection.cursor() as cur:
+        cur.execute(_LOCK_CHAT, [chat.pk])
+        chat.current_leaf_id, chat.title, chat.system_prompt, chat.listed = cur.fetchone()
     # A concurrent request with the same key may have committed while we waited for the lock.
     existing = _existing(chat, order.idempotency_key) if order.idempotency_key else None
     if existing is not None:
         return existing
-    active = GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).values_list("pk", flat=True).first()
+    active, *leaf = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk, list(ACTIVE)])
     if active is not None:
         raise ReplyInProgress(active)
-    asked, reply, anchor = _messages(chat, turn)
+    asked, replies, anchor = _messages(chat, turn, tuple(leaf), order.choices)
+    reply = replies[0]
     if not chat.title and turn.kind == SEND:
         chat.title = " ".join(turn.content.split())[:60]
     chat.current_leaf = reply
-    chat.save(update_fields=["title", "updated_at", "current_leaf"])
+    chat.updated_at = timezone.now()
+    with connection.cursor() as cur:
+        cur.execute(_SAVE_CHAT, [chat.title, reply.pk, chat.updated_at, chat.pk])
     snapshot, prompt_tokens = _snapshot(chat, pool, asked, order.room, prefix=turn.continued)
     reservations = quota_reserve_choices(
         tenant=chat.tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
         active_runs=lambda: GenerationRun.objects.filter(tenant=chat.tenant, status__in=ACTIVE).count(),
         choices=order.choices)
-    replies = [reply] + _siblings(chat, asked, order.choices - 1)
-    runs = []
-    for i, (message, reservation, seed) in enumerate(zip(replies, reservations,
-                                                          choice_seeds(sampling.seed, order.choices))):
-        run = GenerationRun.objects.create(
-            tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=message, pool=pool,
-            tier=order.tier, source=order.source, seed=seed, max_tokens=sampling.max_tokens,
-            sampling=sampling.as_run_sampling(), choice_index=i, choice_of=runs[0] if runs else None,
-            prompt_snapshot=snapshot, raw_prompt=order.raw_prompt,
-            idempotency_key=order.idempotency_key if i == 0 else "",  # the first choice holds the key
-            reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
-        )
-        run.user_message, run.assistant_message = asked, message
-        runs.append(run)
+    runs = [GenerationRun(
+        tenant=chat.tenant, chat=chat, user_message=asked, assistant_message=message, pool=pool,
+        tier=order.tier, source=order.source, seed=seed, max_tokens=sampling.max_tokens,
+        sampling=sampling.as_run_sampling(), choice_index=i, prompt_snapshot=snapshot, raw_prompt=order.raw_prompt,
+        idempotency_key=order.idempotency_key if i == 0 else "",  # the first choice holds the key
+        reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
+    ) for i, (message, reservation, seed) in enumerate(zip(replies, reservations,
+                                                            choice_seeds(sampling.seed, order.choices)))]
+    _INSERT_RUNS.save(runs[0])
+    if len(runs) > 1:  # the other choices name the first
+        for run in runs[1:]:
+            run.choice_of = runs[0]
+        _INSERT_RUNS.save(*runs[1:])
     transaction.on_commit(lambda: run_dispatch_choices(runs))
     live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=runs[0].pk, title=chat.title)
     return runs[0]
