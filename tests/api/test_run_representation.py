@@ -1,9 +1,10 @@
-"""The run's hand-written representation equals what DRF builds from the declared fields."""
+"""The run's and the message's hand-written representations equal what DRF builds from the declared fields."""
 import pytest
 from django.utils import timezone
 from rest_framework import serializers
 
-from chatsite.api.serializers import RunSerializer
+from chatsite.api.serializers import MessageSerializer, RunSerializer
+from chatsite.chats.models import Message
 from chatsite.runs.services import run_submit
 
 pytestmark = pytest.mark.django_db
@@ -20,3 +21,14 @@ def test_fast_run_representation_equals_the_fields_output(chat):
     finished = RunSerializer(run)
     assert finished.data == serializers.ModelSerializer.to_representation(finished, run)
     assert finished.data["tokens_per_second"] == 5.0 and finished.data["finished_at"].endswith("Z")
+
+
+def test_fast_message_representation_equals_the_fields_output(chat):
+    run = run_submit(chat=chat, content="hello", max_tokens=12, seed=4)
+    for msg in (run.user_message, run.assistant_message, Message.objects.get(pk=run.assistant_message_id)):
+        msg.versions = [msg.pk, msg.pk + 100]
+        fast = MessageSerializer(msg)
+        assert fast.data == serializers.ModelSerializer.to_representation(fast, msg)
+    assert fast.data["run"]["id"] == run.pk and fast.data["versions"] == [msg.pk, msg.pk + 100]
+    assert MessageSerializer(run.user_message).data["run"] is None
+    assert MessageSerializer(run.user_message).data["parent"] is None
