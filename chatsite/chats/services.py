@@ -10,6 +10,7 @@ from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import count_tokens
+from chatsite.rows import Insert
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.validation import clean_text
 
@@ -151,6 +152,9 @@ def _write_chain(chat: Chat, ids: list[int], rows: list[dict], *, parent: Messag
         for i, (pk, row) in enumerate(zip(ids, rows))])
 
 
+_INSERT_CHAT = Insert(Chat)  # plain SQL (chatsite/rows.py): every /v1 call makes a chat
+
+
 def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
     """A new chat on pool `model` holding `history` ({role, content} dicts, oldest
     first; roles system, user, assistant or tool; content may be empty; an assistant's
@@ -164,8 +168,8 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
     rows = _history_rows(pool, history)
     ids = _reserve_ids(len(rows)) if rows else []
     # The leaf is written before its row: the foreign key is checked at commit (deferred).
-    chat = Chat.objects.create(tenant=tenant, owner=owner, pool=pool, listed=False,
-                               current_leaf_id=ids[-1] if ids else None)
+    chat, = _INSERT_CHAT.save(Chat(tenant=tenant, owner=owner, pool=pool, listed=False,
+                                   current_leaf_id=ids[-1] if ids else None))
     _write_chain(chat, ids, rows, parent=None)
     return chat
 

@@ -3,8 +3,11 @@ import re
 
 from chatsite.errors import InvalidInput
 from chatsite.pools.models import ModelPool
+from chatsite.rows import Columns, fetch_one
 
 _SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")
+_POOL = Columns(ModelPool, "p")
+_POOL_BY_NAME = f'SELECT {_POOL.sql} FROM "{_POOL.table}" p WHERE p.name = %s'  # plain SQL: chatsite/rows.py
 
 
 def pools_for_tenant(tenant):
@@ -34,7 +37,8 @@ def pool_for_tenant(tenant, name: str, *, loaded: ModelPool | None = None) -> Mo
     if loaded is not None and loaded.name == name:
         pool = loaded
     else:
-        pool = ModelPool.objects.filter(name=name).first() if plausible else None
+        row = fetch_one(_POOL_BY_NAME, [name]) if plausible else None
+        pool = _POOL.build(row) if row is not None else None
     if pool is not None:
         allowed_ids = allowed_pool_ids(tenant)
         allowed = not allowed_ids or pool.pk in allowed_ids
