@@ -6,10 +6,11 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-django_asgi_app = get_asgi_application()
+from chatsite.asgi_handler import get_asgi_application  # noqa: E402
+
+django_asgi_app = get_asgi_application()  # a sync view's request in one thread hop
 
 from chatsite import daphne_edge, redis_durability  # noqa: E402
 from chatsite.body_limit import BodyLimit  # noqa: E402
