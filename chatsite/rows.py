@@ -43,10 +43,14 @@ def split(row, *columns: Columns) -> list:
     return out + list(row[at:])
 
 
+def cursor():
+    """The cursor these statements run on: Django's, in its transaction."""
+    return connection.cursor()
+
+
 def fetch_one(sql: str, params) -> tuple | None:
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchone()
+    with cursor() as cur:
+        return cur.execute(sql, params).fetchone()
 
 
 class Insert:
@@ -67,7 +71,7 @@ class Insert:
         params = []
         for obj in objs:
             params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in self.fields]
-        with connection.cursor() as cur:
+        with cursor() as cur:
             cur.execute(f'{self.head}{", ".join([self.row] * len(objs))} RETURNING "{self.pk.column}"', params)
             ids = [r[0] for r in cur.fetchall()]  # in the VALUES order (as bulk_create relies on)
         for obj, pk in zip(objs, ids):

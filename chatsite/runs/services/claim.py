@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from chatsite import rows
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import lease
 
 # The compare-and-set in one statement (one round trip): a terminal run is left alone.
-_CLAIM = (f'UPDATE "{GenerationRun._meta.db_table}" SET status = %s, attempt = attempt + 1, worker = %s, '
-          f'started_at = COALESCE(started_at, %s) WHERE id = %s AND NOT (status = ANY(%s)) RETURNING *')
+_RUN = rows.Columns(GenerationRun, "r")
+_CLAIM = (f'UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
+          f'started_at = COALESCE(started_at, %s) WHERE id = %s AND NOT (status = ANY(%s)) RETURNING {_RUN.sql}')
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,9 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     if token is None:
         return None
     try:
-        run = next(iter(GenerationRun.objects.raw(
-            _CLAIM, [GenerationRun.Status.RUNNING, worker, timezone.now(), run_id, list(GenerationRun.TERMINAL)])), None)
+        row = rows.fetch_one(_CLAIM, [GenerationRun.Status.RUNNING, worker, timezone.now(), run_id,
+                                      list(GenerationRun.TERMINAL)])
+        run = None if row is None else _RUN.build(row)
     except BaseException:
         lease.release(run_id, token)
         raise

@@ -7,9 +7,10 @@ import json
 import logging
 from datetime import datetime, timezone as dt_timezone
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from chatsite import rows
 from chatsite.chats.models import Message
 from chatsite.metrics.counters import observe_latency
 from chatsite.quotas.models import TenantQuota
@@ -25,8 +26,8 @@ _RUNS = GenerationRun._meta.db_table
 # finalize does not read it), its pool's name and its tenant's budget period. FOR UPDATE
 # OF the run only: locking the pool and tenant rows the join reads deadlocked with
 # admissions inserting runs that reference them.
-_LOCK = (f'SELECT {", ".join(f"r.{f.column}" for f in GenerationRun._meta.concrete_fields if f.name != "prompt_snapshot")}, '
-         f'p.name AS pool_name, q.period AS quota_period FROM "{_RUNS}" r '
+_RUN = rows.Columns(GenerationRun, "r", exclude=("prompt_snapshot",))
+_LOCK = (f'SELECT {_RUN.sql}, p.name, q.period FROM "{_RUNS}" r '
          f'JOIN "{GenerationRun._meta.get_field("pool").related_model._meta.db_table}" p ON p.id = r.pool_id '
          f'LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = r.tenant_id WHERE r.id = %s FOR UPDATE OF r')
 _SAVED = ("status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
@@ -61,17 +62,18 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
     if reply.gap is not None:
         logger.error("run %s: %s", run_id, reply.gap.message)
     with transaction.atomic():
-        run = next(iter(GenerationRun.objects.raw(_LOCK, [run_id])), None)
-        if run is None:
+        row = rows.fetch_one(_LOCK, [run_id])
+        if row is None:
             raise GenerationRun.DoesNotExist(f"no run {run_id}")
+        run, pool_name, period = rows.split(row, _RUN)
         if run.is_terminal:
             return run
         _apply(run, reply)
-        quota_settle(run=run, period=run.quota_period or TenantQuota.Period.MONTH)
+        quota_settle(run=run, period=period or TenantQuota.Period.MONTH)
     if run.ttft_ms is not None:
-        observe_latency("ttft", run.pool_name, run.ttft_ms)
+        observe_latency("ttft", pool_name, run.ttft_ms)
     if run.itl_ms is not None:
-        observe_latency("itl", run.pool_name, run.itl_ms)
+        observe_latency("itl", pool_name, run.itl_ms)
     return run
 
 
@@ -103,7 +105,7 @@ def _apply(run: GenerationRun, reply: Reply) -> None:
     if run.sampling.get("logprobs") is not None:  # asked for: kept for answers re-read from Postgres
         run.logprobs = reply.logprobs or []
     values = [getattr(run, name) for name in _SAVED[:-1]]
-    with connection.cursor() as cur:
+    with rows.cursor() as cur:
         cur.execute(_SAVE_RUN, [*values, None if run.logprobs is None else json.dumps(run.logprobs), run.pk])
         # A continued reply's message already holds the text it carries on (empty otherwise).
         cur.execute(_SAVE_REPLY, [reply.text, reply.completion_tokens, run.assistant_message_id])
