@@ -109,10 +109,10 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
         return outcome
 
-    reply = stream_log.read(run.pk)  # what earlier attempts already streamed
+    reply, cancel_asked = stream_log.read_with_cancel(run.pk)  # what earlier attempts already streamed
     if reply.gap is not None:
         return end(codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed")
-    if stream_log.cancel_asked(run.pk):
+    if cancel_asked:
         return end(codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                      completion_tokens=reply.completion_tokens), "cancelled")
     if reply.text and run.sampling.get("response_format"):

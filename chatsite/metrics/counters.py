@@ -33,16 +33,26 @@ def count_unavailable(pool: str) -> None:
 
 def observe_latency(name: str, pool: str, value_ms: float) -> None:
     """Add one observation to a pool's histogram (buckets are not cumulative here)."""
-    bucket = next((str(b) for b in LATENCY_BUCKETS_MS if value_ms <= b), "+Inf")
+    observe_latencies(pool, {name: value_ms})
+
+
+def observe_latencies(pool: str, values_ms: dict[str, float | None]) -> None:
+    """Add one observation to each named histogram of the pool (None: nothing to add),
+    in one round trip (a finished run has its TTFT and its inter-token latency)."""
+    values = {name: v for name, v in values_ms.items() if v is not None}
+    if not values:
+        return
     try:
         pipe = get_redis().pipeline(transaction=False)
-        key = redis_keys.metric_histogram(name, pool)
-        pipe.hincrby(key, bucket, 1)
-        pipe.hincrbyfloat(key, "sum", value_ms / 1000.0)
-        pipe.hincrby(key, "count", 1)
+        for name, value_ms in values.items():
+            bucket = next((str(b) for b in LATENCY_BUCKETS_MS if value_ms <= b), "+Inf")
+            key = redis_keys.metric_histogram(name, pool)
+            pipe.hincrby(key, bucket, 1)
+            pipe.hincrbyfloat(key, "sum", value_ms / 1000.0)
+            pipe.hincrby(key, "count", 1)
         pipe.execute()
     except Exception:
-        log.warning("could not observe %s for %s", name, pool)
+        log.warning("could not observe %s for %s", ", ".join(values), pool)
 
 
 def read_counter(name: str) -> dict[str, float]:

@@ -69,6 +69,20 @@ def test_a_cancel_is_reported_to_the_writer_in_the_same_call():
     assert log.append([Write(RUN, holder)]) == [CANCEL_ASKED]  # no entry: only the checks
 
 
+def test_a_new_attempt_reads_the_reply_so_far_and_the_cancel_together():
+    holder = lease.acquire(RUN, "w1")
+    log.append([Write(RUN, holder, token=tok(0, "a"))])
+    log.append([Write(RUN, holder, token=tok(1, "b"))])
+    reply, cancel = log.read_with_cancel(RUN)
+    assert (reply.text, reply.completion_tokens, cancel) == ("ab", 2, False)
+    log.cancel_ask(RUN)
+    reply, cancel = log.read_with_cancel(RUN)
+    assert (reply.text, cancel) == ("ab", True)
+    get_redis().delete(redis_keys.run_stream(RUN))
+    reply, cancel = log.read_with_cancel(RUN)
+    assert (reply.exists, reply.text, cancel) == (False, "", True)
+
+
 def test_one_call_serves_many_runs_each_fenced_on_its_own():
     other = RUN + 1
     get_redis().delete(redis_keys.run_stream(other), redis_keys.run_lease(other))

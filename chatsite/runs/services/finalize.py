@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from chatsite import rows
 from chatsite.chats.models import Message
-from chatsite.metrics.counters import observe_latency
+from chatsite.metrics.counters import observe_latencies
 from chatsite.quotas.models import TenantQuota
 from chatsite.quotas.services import quota_settle
 from chatsite.runs.models import GenerationRun
@@ -70,10 +70,7 @@ def run_finalize(*, run_id: int) -> GenerationRun | None:
             return run
         _apply(run, reply)
         quota_settle(run=run, period=period or TenantQuota.Period.MONTH)
-    if run.ttft_ms is not None:
-        observe_latency("ttft", pool_name, run.ttft_ms)
-    if run.itl_ms is not None:
-        observe_latency("itl", pool_name, run.itl_ms)
+    observe_latencies(pool_name, {"ttft": run.ttft_ms, "itl": run.itl_ms})
     return run
 
 

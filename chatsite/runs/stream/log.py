@@ -188,6 +188,16 @@ def read(run_id: int) -> Reply:
     return rebuild(entries(run_id))
 
 
+def read_with_cancel(run_id: int) -> tuple[Reply, bool]:
+    """The reply so far and whether a cancel is asked for, in one round trip (what a
+    new attempt reads before it generates)."""
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.xrange(redis_keys.run_stream(run_id))
+    pipe.zscore(redis_keys.cancelled_runs(), str(run_id))
+    raw, cancel = pipe.execute()
+    return rebuild([codec.decode(eid, f) for eid, f in raw]), cancel is not None
+
+
 def has_ended(run_id: int) -> bool:
     """Whether the run's terminal entry has been written (its lease is marked ended)."""
     return is_ended(get_redis().get(redis_keys.run_lease(run_id)))
