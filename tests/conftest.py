@@ -109,16 +109,34 @@ def _vllm_pool_row():
 
 
 @pytest.fixture(scope="session")
-def vllm_worker(stack_env, django_db_blocker):
-    """A real Celery worker holding a real vLLM engine on the real flagship model,
-    SmolLM2-135M-Instruct (pool VLLM_POOL). Engine start takes ~40-60 s, once per session."""
+def _vllm_worker_launched(stack_env, django_db_blocker):
+    """The session's vLLM worker process, started and past reading its pool row; its engine
+    may still be loading."""
     with django_db_blocker.unblock():
         _vllm_pool_row()
     # Beats every 0.2 s so a test sees the engine's figures while a short run is still going.
     env = {**stack_env, "VLLM_CPU_KVCACHE_SPACE": "1", "CHATSITE_WORKER_SLOTS": "16", "CHATSITE_HEARTBEAT_SECONDS": "0.2"}
-    proc = stack.start_worker(env, pool=VLLM_POOL, name="vllm", timeout=300)
+    proc = stack.launch_worker(env, pool=VLLM_POOL, name="vllm")
+    # The worker reads its pool row once, before it loads the engine: past that line a
+    # transactional test may flush the table (vllm_pool makes the row again for each test).
+    proc.wait_for_log("starting the engine", timeout=120)
     yield proc
     proc.stop(timeout=60)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_engine_loads_early(request):
+    """When the session has vLLM tests, their worker starts with the session: its engine's
+    ~30-60 s start then overlaps the tests collected before the first of them."""
+    if any("vllm_worker" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("_vllm_worker_launched")
+
+
+@pytest.fixture(scope="session")
+def vllm_worker(_vllm_worker_launched):
+    """A real Celery worker holding a real vLLM engine on the real flagship model,
+    SmolLM2-135M-Instruct (pool VLLM_POOL). Engine start takes ~40-60 s, once per session."""
+    return stack.wait_for_worker(_vllm_worker_launched, timeout=300)
 
 
 @pytest.fixture

@@ -123,14 +123,28 @@ def start_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, ne
 
 def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=(),
                  netns: str | None = None) -> Proc:
+    return wait_for_worker(launch_worker(env, pool=pool, name=name, extra_args=extra_args, netns=netns),
+                           timeout=timeout)
+
+
+def launch_worker(env: dict, *, pool: str, name: str, extra_args=(), netns: str | None = None) -> Proc:
+    """A worker process started but not waited for (wait_for_worker waits), so that its
+    engine can load while other tests run."""
     env = {"DATABASE_POOL_MAX": "8", **env}  # workers run with a connection pool, as scripts/run.sh starts them
     started = time.time()
     proc = Proc(f"worker-{name}", in_netns(netns, [
         sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool, "-n", f"{name}@%h",
         "-l", "info", "--without-gossip", "--without-mingle", *extra_args]), env)
+    proc.worker = (name, env["REDIS_URL"], started)
+    return proc
+
+
+def wait_for_worker(proc: Proc, *, timeout: float = 60) -> Proc:
+    """Until a launched worker is ready and its first heartbeat landed."""
+    name, redis_url, started = proc.worker
     proc.wait_for_log(f"{name}@", timeout=timeout)
     proc.wait_for_log("ready.", timeout=timeout)
-    wait_for_heartbeat(proc, env["REDIS_URL"], f"{name}@{socket.gethostname()}", since=started, timeout=timeout)
+    wait_for_heartbeat(proc, redis_url, f"{name}@{socket.gethostname()}", since=started, timeout=timeout)
     return proc
 
 
