@@ -40,8 +40,9 @@ def _ensure_pools(django_db_blocker, names):
 def fake_workers(stack_env, django_db_blocker):
     """One fake-engine worker per pool (flagship, small), for fast platform tests."""
     _ensure_pools(django_db_blocker, ["flagship", "small"])
-    procs = [stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
-                                pool=pool, name=f"fake-{pool}") for pool in ("flagship", "small")]
+    procs = [stack.launch_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                                 pool=pool, name=f"fake-{pool}") for pool in ("flagship", "small")]
+    stack.started_together(procs, [stack.wait_for_worker] * len(procs))  # both boot at once
     yield procs
     for proc in procs:
         proc.stop()
