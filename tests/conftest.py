@@ -118,9 +118,14 @@ def _vllm_worker_launched(stack_env, django_db_blocker):
     # Beats every 0.2 s so a test sees the engine's figures while a short run is still going.
     env = {**stack_env, "VLLM_CPU_KVCACHE_SPACE": "1", "CHATSITE_WORKER_SLOTS": "16", "CHATSITE_HEARTBEAT_SECONDS": "0.2"}
     proc = stack.launch_worker(env, pool=VLLM_POOL, name="vllm")
-    # The worker reads its pool row once, before it loads the engine: past that line a
-    # transactional test may flush the table (vllm_pool makes the row again for each test).
+    # The worker reads its pool row once, before it loads the engine. Past that line the row
+    # goes again, so that the tests before the first vLLM test see the pools they saw when
+    # the worker started with it (vllm_worker and vllm_pool make it again).
     proc.wait_for_log("starting the engine", timeout=120)
+    from chatsite.pools.models import ModelPool
+
+    with django_db_blocker.unblock():
+        ModelPool.objects.filter(name=VLLM_POOL).delete()
     yield proc
     proc.stop(timeout=60)
 
@@ -134,9 +139,11 @@ def _vllm_engine_loads_early(request):
 
 
 @pytest.fixture(scope="session")
-def vllm_worker(_vllm_worker_launched):
+def vllm_worker(_vllm_worker_launched, django_db_blocker):
     """A real Celery worker holding a real vLLM engine on the real flagship model,
     SmolLM2-135M-Instruct (pool VLLM_POOL). Engine start takes ~40-60 s, once per session."""
+    with django_db_blocker.unblock():
+        _vllm_pool_row()
     return stack.wait_for_worker(_vllm_worker_launched, timeout=300)
 
 
