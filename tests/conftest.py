@@ -40,8 +40,9 @@ def _ensure_pools(django_db_blocker, names):
 def fake_workers(stack_env, django_db_blocker):
     """One fake-engine worker per pool (flagship, small), for fast platform tests."""
     _ensure_pools(django_db_blocker, ["flagship", "small"])
-    procs = [stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
-                                pool=pool, name=f"fake-{pool}") for pool in ("flagship", "small")]
+    procs = [stack.launch_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                                 pool=pool, name=f"fake-{pool}") for pool in ("flagship", "small")]
+    stack.started_together(procs, [stack.wait_for_worker] * len(procs))  # both boot at once
     yield procs
     for proc in procs:
         proc.stop()
@@ -109,16 +110,41 @@ def _vllm_pool_row():
 
 
 @pytest.fixture(scope="session")
-def vllm_worker(stack_env, django_db_blocker):
-    """A real Celery worker holding a real vLLM engine on the real flagship model,
-    SmolLM2-135M-Instruct (pool VLLM_POOL). Engine start takes ~40-60 s, once per session."""
+def _vllm_worker_launched(stack_env, django_db_blocker):
+    """The session's vLLM worker process, started and past reading its pool row; its engine
+    may still be loading."""
     with django_db_blocker.unblock():
         _vllm_pool_row()
     # Beats every 0.2 s so a test sees the engine's figures while a short run is still going.
     env = {**stack_env, "VLLM_CPU_KVCACHE_SPACE": "1", "CHATSITE_WORKER_SLOTS": "16", "CHATSITE_HEARTBEAT_SECONDS": "0.2"}
-    proc = stack.start_worker(env, pool=VLLM_POOL, name="vllm", timeout=300)
+    proc = stack.launch_worker(env, pool=VLLM_POOL, name="vllm")
+    # The worker reads its pool row once, before it loads the engine. Past that line the row
+    # goes again, so that the tests before the first vLLM test see the pools they saw when
+    # the worker started with it (vllm_worker and vllm_pool make it again).
+    proc.wait_for_log("starting the engine", timeout=120)
+    from chatsite.pools.models import ModelPool
+
+    with django_db_blocker.unblock():
+        ModelPool.objects.filter(name=VLLM_POOL).delete()
     yield proc
     proc.stop(timeout=60)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_engine_loads_early(request):
+    """When the session has vLLM tests, their worker starts with the session: its engine's
+    ~30-60 s start then overlaps the tests collected before the first of them."""
+    if any("vllm_worker" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("_vllm_worker_launched")
+
+
+@pytest.fixture(scope="session")
+def vllm_worker(_vllm_worker_launched, django_db_blocker):
+    """A real Celery worker holding a real vLLM engine on the real flagship model,
+    SmolLM2-135M-Instruct (pool VLLM_POOL). Engine start takes ~40-60 s, once per session."""
+    with django_db_blocker.unblock():
+        _vllm_pool_row()
+    return stack.wait_for_worker(_vllm_worker_launched, timeout=300)
 
 
 @pytest.fixture

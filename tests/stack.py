@@ -105,12 +105,25 @@ def in_netns(netns: str | None, cmd: list[str]) -> list[str]:
 
 def start_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None,
               name: str | None = None) -> tuple[Proc, str]:
+    return wait_for_web(launch_web(env, host=host, port=port, netns=netns, name=name))
+
+
+def launch_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None,
+               name: str | None = None) -> Proc:
+    """A daphne started but not waited for (wait_for_web waits): processes launched together
+    boot side by side."""
     env = {"DATABASE_POOL_MAX": "24", **env}  # the web runs with a connection pool, as the Procfile starts it
     port = port or free_port()
     proc = Proc(name or f"web-{port}", in_netns(netns, [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
                                                        "chatsite.asgi:application"]), env)
-    url = f"http://{host}:{port}"
-    end = time.monotonic() + 30
+    proc.url = f"http://{host}:{port}"
+    return proc
+
+
+def wait_for_web(proc: Proc, timeout: float = 30) -> tuple[Proc, str]:
+    """Until a launched daphne answers /healthz."""
+    url = proc.url
+    end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
@@ -123,14 +136,28 @@ def start_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, ne
 
 def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=(),
                  netns: str | None = None) -> Proc:
+    return wait_for_worker(launch_worker(env, pool=pool, name=name, extra_args=extra_args, netns=netns),
+                           timeout=timeout)
+
+
+def launch_worker(env: dict, *, pool: str, name: str, extra_args=(), netns: str | None = None) -> Proc:
+    """A worker process started but not waited for (wait_for_worker waits), so that its
+    engine can load while other tests run."""
     env = {"DATABASE_POOL_MAX": "8", **env}  # workers run with a connection pool, as scripts/run.sh starts them
     started = time.time()
     proc = Proc(f"worker-{name}", in_netns(netns, [
         sys.executable, "-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool, "-n", f"{name}@%h",
         "-l", "info", "--without-gossip", "--without-mingle", *extra_args]), env)
+    proc.worker = (name, env["REDIS_URL"], started)
+    return proc
+
+
+def wait_for_worker(proc: Proc, *, timeout: float = 60) -> Proc:
+    """Until a launched worker is ready and its first heartbeat landed."""
+    name, redis_url, started = proc.worker
     proc.wait_for_log(f"{name}@", timeout=timeout)
     proc.wait_for_log("ready.", timeout=timeout)
-    wait_for_heartbeat(proc, env["REDIS_URL"], f"{name}@{socket.gethostname()}", since=started, timeout=timeout)
+    wait_for_heartbeat(proc, redis_url, f"{name}@{socket.gethostname()}", since=started, timeout=timeout)
     return proc
 
 
@@ -149,10 +176,30 @@ def wait_for_heartbeat(proc: Proc, redis_url: str, worker: str, *, since: float,
 
 
 def start_beat(env: dict, *, sweep_seconds: float = 1.0, netns: str | None = None) -> Proc:
-    """Celery beat, sweeping often so that recovery is quick in tests."""
+    return wait_for_beat(launch_beat(env, sweep_seconds=sweep_seconds, netns=netns))
+
+
+def launch_beat(env: dict, *, sweep_seconds: float = 1.0, netns: str | None = None) -> Proc:
+    """Celery beat, sweeping often so that recovery is quick in tests; not waited for."""
     schedule = LOG_DIR / f"beat-{free_port()}.schedule"
-    proc = Proc("beat", in_netns(netns, [sys.executable, "-m", "celery", "-A", "chatsite", "beat", "-l", "info",
+    return Proc("beat", in_netns(netns, [sys.executable, "-m", "celery", "-A", "chatsite", "beat", "-l", "info",
                                          "-s", str(schedule)]),
                 {**env, "CHATSITE_SWEEP_SECONDS": str(sweep_seconds)})
-    proc.wait_for_log("beat: Starting", timeout=30)
+
+
+def wait_for_beat(proc: Proc, timeout: float = 30) -> Proc:
+    proc.wait_for_log("beat: Starting", timeout=timeout)
     return proc
+
+
+def started_together(launched: list[Proc], waits: list) -> list:
+    """Wait for processes launched one after another (their boots overlap), each with its
+    wait_for_* function; stop them all if one does not come up. Launched from the calling
+    thread, not a thread pool: a child gets SIGTERM when the thread that started it ends
+    (PR_SET_PDEATHSIG)."""
+    try:
+        return [wait(proc) for proc, wait in zip(launched, waits)]
+    except Exception:
+        for proc in launched:
+            proc.stop(timeout=10)
+        raise

@@ -60,13 +60,13 @@ def fault_env(stack_env, fault_redis, django_db_blocker):
 
 @pytest.fixture(scope="module")
 def fault_stack(fault_env):
-    procs, webs = [], []
-    for _ in range(2):
-        proc, url = stack.start_web(fault_env)
-        procs.append(proc)
-        webs.append(url)
-    workers = {name: stack.start_worker(fault_env, pool=POOL, name=name) for name in ("fa", "fb")}
-    beat = stack.start_beat(fault_env, sweep_seconds=1.0)
+    # Launched together, waited for in turn: the five processes boot side by side.
+    procs = [stack.launch_web(fault_env) for _ in range(2)]
+    workers = {name: stack.launch_worker(fault_env, pool=POOL, name=name) for name in ("fa", "fb")}
+    beat = stack.launch_beat(fault_env, sweep_seconds=1.0)
+    stack.started_together([*procs, *workers.values(), beat],
+                           [stack.wait_for_web] * 2 + [stack.wait_for_worker] * 2 + [stack.wait_for_beat])
+    webs = [proc.url for proc in procs]
     state = {"webs": webs, "web_procs": procs, "workers": workers, "env": fault_env}
     yield state
     for proc in [*procs, *state["workers"].values(), beat]:

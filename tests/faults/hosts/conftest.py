@@ -97,25 +97,18 @@ def hosts_env(hosts_db, host_services, topology, django_db_blocker):
 
 @pytest.fixture(scope="module")
 def hosts_stack(topology, hosts_env):
-    """Started one by one from this thread: a child gets SIGTERM when the thread that
-    started it ends (PR_SET_PDEATHSIG), so no pool of threads here."""
-    procs = []
-    try:
-        webs = []
-        for role in ("web0", "web1"):
-            proc, url = stack.start_web(hosts_env, host=topology[role].addr, port=WEB_PORT, netns=topology[role].ns,
-                                        name=f"hosts-{role}")
-            procs.append(proc)
-            webs.append(url)
-        workers = {}
-        for name, role in WORKERS.items():
-            procs.append(workers.setdefault(name, stack.start_worker(hosts_env, pool=POOL, name=name,
-                                                                     netns=topology[role].ns)))
-        procs.append(stack.start_beat(hosts_env, sweep_seconds=1.0, netns=topology["svc"].ns))
-    except Exception:
-        for proc in procs:
-            proc.stop(timeout=10)
-        raise
+    """Launched together from this thread (they boot side by side), then waited for in turn;
+    no pool of threads: a child gets SIGTERM when the thread that started it ends
+    (PR_SET_PDEATHSIG)."""
+    web_procs = [stack.launch_web(hosts_env, host=topology[role].addr, port=WEB_PORT, netns=topology[role].ns,
+                                  name=f"hosts-{role}") for role in ("web0", "web1")]
+    workers = {name: stack.launch_worker(hosts_env, pool=POOL, name=name, netns=topology[role].ns)
+               for name, role in WORKERS.items()}
+    beat = stack.launch_beat(hosts_env, sweep_seconds=1.0, netns=topology["svc"].ns)
+    procs = [*web_procs, *workers.values(), beat]
+    stack.started_together(procs, [stack.wait_for_web] * len(web_procs) + [stack.wait_for_worker] * len(workers)
+                           + [stack.wait_for_beat])
+    webs = [proc.url for proc in web_procs]
     state = {"webs": webs, "workers": workers, "env": hosts_env, "topology": topology}
     yield state
     for proc in [*procs, *state["workers"].values()]:
