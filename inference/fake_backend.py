@@ -23,6 +23,7 @@ from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk
 FAIL_MARKER = "[[engine-fail]]"
 TOOLS_OPEN = "<|tools|>\n"
 PIECE_CHARS = 3  # a JSON or tool-call reply's characters per token
+MAX_LAG_SECONDS = 0.1  # how far the step clock may fall behind (see _steps)
 _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", "read",
           "from", "list", "and", "code", "runs", "in", "order", "with", "**bold**", "`x`")
 
@@ -140,11 +141,13 @@ class FakeBackend:
     async def _steps(self) -> None:
         # Steps keep to a clock (start + k * step_seconds), so the time a step's
         # hand-off takes does not slow the pace: the offered rate is the rate asked for,
-        # as long as the process keeps up (then steps run back to back).
+        # as long as the process keeps up (then steps run back to back). The clock lags
+        # at most MAX_LAG_SECONDS: after a stall (a paused process) a real engine goes
+        # on at its pace, it does not make up the steps it missed in one burst.
         loop = asyncio.get_running_loop()
         due = loop.time()
         while self._active:
-            due += self.step_seconds
+            due = max(due + self.step_seconds, loop.time() - MAX_LAG_SECONDS)
             await asyncio.sleep(max(0.0, due - loop.time()))
             for rid, req in list(self._active.items()):
                 if rid in self._aborted:
