@@ -39,7 +39,7 @@ def test_continue_on_vllm_carries_on_from_the_text_so_far(browser, live_url, vll
     chat.wait_settled(first, timeout=180)
     before = saved_run(first).assistant_message.content
     chat.article(first).get_by_role("button", name="Continue this reply").click()
-    second = chat.wait_new_run(first)
+    second = chat.wait_new_run(first, timeout=30)  # the page waits on the engine-loaded machine too
     final = chat.wait_settled(second, timeout=180)
     run = saved_run(second)
     context.close()
