@@ -57,3 +57,49 @@ def test_an_async_view_keeps_the_async_path(monkeypatch):
     assert start["status"] == 401
     assert json.loads(body)["error"]["code"] == "missing_api_key"
     assert "BaseHandler.get_response" not in hops
+
+
+def test_a_requests_thread_is_kept_for_the_next_request(monkeypatch):
+    """Two requests one after another run their sync code on one thread (lent, not
+    started per request); all of a request's sync code runs on its one thread."""
+    import threading
+
+    from chatsite.web import views
+
+    seen = []
+    persistence = views.cached_persistence
+
+    def recording():  # what the healthz view calls, on its request's thread
+        seen.append(threading.current_thread())  # the object: an ident may be reused by a new thread
+        return persistence()
+
+    monkeypatch.setattr(views, "cached_persistence", recording)
+    handler = OneHopASGIHandler()
+
+    async def two():
+        for _ in range(2):
+            comm = ApplicationCommunicator(handler, _scope("/healthz"))
+            await comm.send_input({"type": "http.request", "body": b""})
+            assert (await comm.receive_output(10))["status"] == 200
+            await comm.receive_output(10)
+
+    asyncio.run(two())
+    assert len(seen) == 2 and seen[0] is seen[1] and seen[0] is not threading.current_thread()
+
+
+def test_a_thread_still_busy_when_its_request_ends_is_not_lent_again():
+    import threading
+
+    from chatsite.asgi_handler import Executors
+
+    pool = Executors(keep=4)
+    first = pool.take()
+    release = threading.Event()
+    running = first.submit(release.wait, 10)
+    pool.give(first)  # its request ended while its call runs on (the client left)
+    second = pool.take()
+    assert second is not first
+    release.set()
+    running.result(5)
+    pool.give(second)
+    assert pool.take() is second  # an idle one is lent again
