@@ -166,17 +166,20 @@
       this._pollStats(0);
     }
 
-    /* The run's figures are saved just after its terminal event; fetch them then. */
-    async _pollStats(attempt) {
+    /* The run's figures are saved just after its terminal event; fetch them then.
+       A reply continued meanwhile follows its new run: the old run's figures are dropped. */
+    async _pollStats(attempt, runId = this.run.id) {
       if (attempt >= STATS_POLL_MS.length) return;
       await new Promise((r) => setTimeout(r, STATS_POLL_MS[attempt]));
-      const res = await ns.api.get("/api/runs/" + this.run.id + "/");
+      if (this.run.id !== runId) return;
+      const res = await ns.api.get("/api/runs/" + runId + "/");
+      if (this.run.id !== runId) return;
       if (res.ok && TERMINAL.includes(res.data.status)) {
         this.setRun(res.data);
         this.renderFoot();
         return;
       }
-      this._pollStats(attempt + 1);
+      this._pollStats(attempt + 1, runId);
     }
 
     get isLast() { return this.el === this.el.parentNode.lastElementChild; }
