@@ -18,6 +18,7 @@ class Columns:
         self.sql = ", ".join(f'{alias}."{f.column}"' for f in self.fields)
         self.table = model._meta.db_table
         self._converted = [(i, f) for i, f in enumerate(self.fields) if hasattr(f, "from_db_value")]
+        self._pk_at = self.attnames.index(model._meta.pk.attname)
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -26,7 +27,7 @@ class Columns:
         """The instance for these values (in this object's column order); None when
         its primary key is NULL (the missing side of a LEFT JOIN)."""
         values = list(values)
-        if values[self.attnames.index(self.model._meta.pk.attname)] is None:
+        if values[self._pk_at] is None:
             return None
         for i, field in self._converted:
             values[i] = field.from_db_value(values[i], None, connection)
@@ -43,14 +44,10 @@ def split(row, *columns: Columns) -> list:
     return out + list(row[at:])
 
 
-def cursor():
-    """The cursor these statements run on: Django's, in its transaction."""
-    return connection.cursor()
-
-
 def fetch_one(sql: str, params) -> tuple | None:
-    with cursor() as cur:
-        return cur.execute(sql, params).fetchone()
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchone()
 
 
 class Insert:
@@ -71,7 +68,7 @@ class Insert:
         params = []
         for obj in objs:
             params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in self.fields]
-        with cursor() as cur:
+        with connection.cursor() as cur:
             cur.execute(f'{self.head}{", ".join([self.row] * len(objs))} RETURNING "{self.pk.column}"', params)
             ids = [r[0] for r in cur.fetchall()]  # in the VALUES order (as bulk_create relies on)
         for obj, pk in zip(objs, ids):

@@ -3,13 +3,14 @@ import re
 from dataclasses import dataclass
 
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchVector
+from django.db import connection
 from django.db.models import OuterRef, Q, Subquery
 
 from chatsite.chats import tree
 from chatsite.chats.models import SEARCH_CONFIG, Chat, Message
 from chatsite.errors import InvalidInput, NotFound
 from chatsite.pools.models import ModelPool
-from chatsite.rows import Columns, cursor, fetch_one, split
+from chatsite.rows import Columns, fetch_one, split
 
 MAX_QUERY_CHARS = 200
 HIGHLIGHT = ("\u2063[", "]\u2063")  # marks around matches in a snippet (invisible separators, never in text)
@@ -116,7 +117,7 @@ def with_versions(*, chat: Chat, messages: list[Message]) -> list[Message]:
     them). One statement, in plain SQL: every message POST's answer reads it."""
     parents = {m.parent_id for m in messages}
     siblings: dict[int | None, list[int]] = {}
-    with cursor() as cur:
+    with connection.cursor() as cur:
         cur.execute(_VERSIONS, [chat.pk, [p for p in parents if p is not None], None in parents])
         for pk, parent in cur.fetchall():
             siblings.setdefault(parent, []).append(pk)

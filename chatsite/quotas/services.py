@@ -8,10 +8,10 @@ import math
 import time
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from chatsite import rows
 from chatsite import redis_keys
 from chatsite.errors import RateLimited
 from chatsite.metrics.counters import count_refusal
@@ -138,7 +138,7 @@ def quota_settle(*, run, period: str | None = None) -> None:
     start = period_start(run.queued_at, period)
     # A completion's choices after the first answer the same prompt: it is counted once.
     used = (run.prompt_tokens if run.choice_of_id is None else 0) + run.completion_tokens
-    with rows.cursor() as cur:
+    with connection.cursor() as cur:
         cur.execute(_SETTLE, [run.reserved_tokens, used, run.tenant_id, start])
         updated = cur.rowcount
     if not updated:  # the period's first figure (its admission fell in the period before)

@@ -8,7 +8,7 @@ the path from the turn's user message up through its parents."""
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chatsite.chats import live, tree
@@ -17,7 +17,7 @@ from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
 from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve_choices
-from chatsite.rows import Insert, cursor, fetch_one
+from chatsite.rows import Insert, fetch_one
 from chatsite.runs.choices import MAX_CHOICES, choice_seeds
 from chatsite.runs.dispatch import run_dispatch_choices
 from chatsite.runs.models import GenerationRun
@@ -277,7 +277,7 @@ def _messages(chat: Chat, turn: Turn, leaf: tuple[int | None, int | None],
 
 def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     pool, sampling = order.pool, order.sampling
-    with cursor() as cur:
+    with connection.cursor() as cur:
         cur.execute(_LOCK_CHAT, [chat.pk])
         chat.current_leaf_id, chat.title, chat.system_prompt, chat.listed = cur.fetchone()
     # A concurrent request with the same key may have committed while we waited for the lock.
@@ -293,7 +293,7 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
         chat.title = " ".join(turn.content.split())[:60]
     chat.current_leaf = reply
     chat.updated_at = timezone.now()
-    with cursor() as cur:
+    with connection.cursor() as cur:
         cur.execute(_SAVE_CHAT, [chat.title, reply.pk, chat.updated_at, chat.pk])
     snapshot, prompt_tokens = _snapshot(chat, pool, asked, order.room, prefix=turn.continued)
     reservations = quota_reserve_choices(

@@ -7,7 +7,7 @@ import json
 import logging
 from datetime import datetime, timezone as dt_timezone
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from chatsite import rows
@@ -102,7 +102,7 @@ def _apply(run: GenerationRun, reply: Reply) -> None:
     if run.sampling.get("logprobs") is not None:  # asked for: kept for answers re-read from Postgres
         run.logprobs = reply.logprobs or []
     values = [getattr(run, name) for name in _SAVED[:-1]]
-    with rows.cursor() as cur:
+    with connection.cursor() as cur:
         cur.execute(_SAVE_RUN, [*values, None if run.logprobs is None else json.dumps(run.logprobs), run.pk])
         # A continued reply's message already holds the text it carries on (empty otherwise).
         cur.execute(_SAVE_REPLY, [reply.text, reply.completion_tokens, run.assistant_message_id])
