@@ -1,4 +1,4 @@
-"""CPU and SQL statements of one run's life, phase by phase, in one process:
+"""CPU, SQL statements and Redis commands of one run's life, phase by phase, in one process:
 the message POST (DRF view and admission, through Django's test client: no HTTP
 server, no thread hops), the claim, one token and the terminal entry through the
 fenced append, and the finalize.
@@ -41,7 +41,12 @@ def inner(runs: int, key: str, profile: bool = False) -> None:
     chats = [client.post("/api/chats/", {"model": common.POOL}, content_type="application/json").json()["id"]
              for _ in range(runs + warm)]
     statements = {p: 0 for p in PHASES}
+    redis_commands = {p: 0 for p in PHASES}
     counting = [None]
+    from chatsite.redis_client import get_redis
+
+    def commands_so_far() -> int:  # Redis's own count, read outside the timed phase (the INFO counts too)
+        return get_redis().info("stats")["total_commands_processed"]
 
     def count_sql(execute, sql, params, many, context):
         if counting[0] is not None:
@@ -56,6 +61,7 @@ def inner(runs: int, key: str, profile: bool = False) -> None:
 
     def timed(phase, fn, *args, **kwargs):
         counting[0] = phase
+        commands = commands_so_far()
         prof = profiles.get(phase)
         c0 = time.process_time()
         if prof is not None:
@@ -67,6 +73,7 @@ def inner(runs: int, key: str, profile: bool = False) -> None:
                 prof.disable()
             cpu[phase].append(time.process_time() - c0)
             counting[0] = None
+            redis_commands[phase] += commands_so_far() - commands - 1
 
     with connection.execute_wrapper(count_sql):
         for i, chat in enumerate(chats):
@@ -85,6 +92,7 @@ def inner(runs: int, key: str, profile: bool = False) -> None:
             if i == warm - 1:
                 cpu = {p: [] for p in PHASES}
                 statements = {p: 0 for p in PHASES}
+                redis_commands = {p: 0 for p in PHASES}
     n = len(cpu["post"])
     if profile:
         import io
@@ -99,7 +107,8 @@ def inner(runs: int, key: str, profile: bool = False) -> None:
         (common.OUT / "profile_lifecycle.txt").write_text(out.getvalue())
     print(json.dumps({"runs": n, "cpu_ms": {p: 1000 * statistics.median(v) for p, v in cpu.items()},
                       "cpu_ms_mean": {p: 1000 * statistics.fmean(v) for p, v in cpu.items()},
-                      "statements": {p: statements[p] / n for p in PHASES}}))
+                      "statements": {p: statements[p] / n for p in PHASES},
+                      "redis_commands": {p: redis_commands[p] / n for p in PHASES}}))
 
 
 def main() -> None:
@@ -130,12 +139,13 @@ def main() -> None:
     if proc.returncode:
         sys.exit(proc.stdout + proc.stderr)
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    rows = [[p, data["cpu_ms"][p], data["cpu_ms_mean"][p], data["statements"][p]] for p in PHASES]
-    rows.append(["total", sum(data["cpu_ms"].values()), sum(data["cpu_ms_mean"].values()),
-                 sum(data["statements"].values())])
+    rows = [[p, data["cpu_ms"][p], data["cpu_ms_mean"][p], data["statements"][p], data["redis_commands"][p]]
+            for p in PHASES]
+    rows.append(["total", *(sum(data[k].values()) for k in ("cpu_ms", "cpu_ms_mean", "statements",
+                                                              "redis_commands"))])
     text = (f"{data['runs']} one-token runs, one at a time, in one process (code of {a.root}); CPU of that "
             f"process (Postgres and Redis not included)\n"
-            + report.table(["phase", "CPU ms (median)", "CPU ms (mean)", "SQL statements"], rows))
+            + report.table(["phase", "CPU ms (median)", "CPU ms (mean)", "SQL statements", "Redis commands"], rows))
     tag = f"_{a.tag}" if a.tag else ""
     (common.OUT / f"lifecycle_cpu{tag}.md").write_text(text + "\n")
     print(text)

@@ -1,23 +1,11 @@
 """Handing a committed run to Celery."""
 import logging
 
-from chatsite.runs import fair_queue, queues
+from chatsite.runs import fair_queue, queues, task_message
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import choices_pin, queue_for
 
 log = logging.getLogger(__name__)
-
-
-class _Sent:
-    """What send_task returns for a task whose result nobody reads. Celery's default
-    AsyncResult builds the result backend, per thread: under ASGI every request has
-    its own thread, and that build scanned the installed packages' entry points
-    (a third of the web's time in a message POST, measured with py-spy)."""
-
-    __slots__ = ("id", "ignored")
-
-    def __init__(self, task_id: str):
-        self.id = task_id
 
 
 def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
@@ -30,20 +18,22 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
     its message is then a wake-up for the fair next run of its (pool, tier). A run pinned
     to a worker (a chat's next turn, its prefix cached there) is served by its message
     directly, as is one the fair queue could not record (Redis failing for a moment)."""
-    from chatsite.celery import app
-
     pool_queue = queues.pool_queue(run.pool.name, run.tier)
     queue = queue_for(run) if affinity else pool_queue
     kwargs = {}
     if queue == pool_queue and fair_queue.enabled():
+        tier = str(run.tier)
         try:
+            if task_message.same_redis():  # the record and its wake-up in one atomic step
+                fair_queue.push(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk,
+                                wake=task_message.generate_message(queue, run.pk, {"tier": tier}))
+                return
             fair_queue.push(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
-            kwargs = {"tier": str(run.tier)}
+            kwargs = {"tier": tier}
         except Exception:
             log.exception("run %s: the fair queue did not record it; its message serves it directly", run.pk)
     try:
-        app.send_task(queues.GENERATE_TASK, args=[run.pk], kwargs=kwargs, queue=queue, ignore_result=True,
-                      result_cls=_Sent, add_to_parent=False)
+        task_message.send_generate(queue, run.pk, kwargs)
     except Exception:
         log.exception("run %s: dispatch to %s failed; the sweep will retry", run.pk, queue)
         if kwargs:  # no wake-up was sent for it: it must not take another run's

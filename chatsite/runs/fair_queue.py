@@ -34,7 +34,8 @@ from chatsite.redis_client import get_redis
 BELL_MAX = 64  # rings kept while no reserve thread listens (each wakes one, which then finds what there is)
 
 # KEYS[1] = the tenant's runs, KEYS[2] = the rotation, KEYS[3] = the clock, KEYS[4] = the bell;
-# ARGV = run id, tenant id.
+# ARGV = run id, tenant id; and, to send the run's wake-up in the same step, KEYS[5] = its queue's
+# list and ARGV[3] = the message (chatsite.runs.task_message).
 _PUSH = """
 local added = redis.call('zadd', KEYS[1], 'NX', ARGV[1], ARGV[1])
 if not redis.call('zscore', KEYS[2], ARGV[2]) then
@@ -44,6 +45,7 @@ if added == 1 then
   redis.call('lpush', KEYS[4], ARGV[2])
   redis.call('ltrim', KEYS[4], 0, BELL_MAX - 1)
 end
+if KEYS[5] then redis.call('lpush', KEYS[5], ARGV[3]) end
 return added
 """.replace("BELL_MAX", str(BELL_MAX))
 
@@ -107,12 +109,18 @@ class Picked:
     run_id: int
 
 
-def push(*, pool: str, tier: str, tenant_id: int, run_id: int) -> bool:
-    """Record a run as waiting in (pool, tier); False if it already was. The caller
-    sends the run's wake-up message after this (never before: a wake-up must find it)."""
+def push(*, pool: str, tier: str, tenant_id: int, run_id: int, wake: tuple[str, str] | None = None) -> bool:
+    """Record a run as waiting in (pool, tier); False if it already was. `wake`, a
+    (list key, message) pair, is the run's wake-up, pushed in the same atomic step;
+    without it the caller sends the wake-up after this (never before: a wake-up must
+    find the run)."""
     keys = [redis_keys.fair_runs(pool, tier, tenant_id), redis_keys.fair_tenants(pool, tier),
             redis_keys.fair_clock(pool, tier), redis_keys.fair_bell(pool, tier)]
-    return bool(_script(_PUSH)(keys=keys, args=[run_id, tenant_id]))
+    args = [run_id, tenant_id]
+    if wake is not None:
+        keys.append(wake[0])
+        args.append(wake[1])
+    return bool(_script(_PUSH)(keys=keys, args=args))
 
 
 def wait_for_push(*, pool: str, tier: str, timeout: float) -> bool:

@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chatsite.redis_client import get_redis
-from chatsite.runs import fair_queue, queues
+from chatsite.runs import fair_queue, queues, task_message
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_cancel, run_claim, run_release, run_submit
@@ -87,14 +87,12 @@ def age(run, seconds):
 
 
 def test_the_sweep_re_adds_a_queued_run_admitted_while_redis_failed(submit, fair_pool, tenant, monkeypatch):
-    from chatsite.celery import app
-
     def down(*_, **__):
         raise redis.ConnectionError("Redis went away for a moment")
 
     with monkeypatch.context() as m:  # both the fair queue and the broker are that Redis
         m.setattr(fair_queue, "push", down)
-        m.setattr(app, "send_task", down)
+        m.setattr(task_message, "send_generate", down)
         run = submit(tenant)
     assert depths(fair_pool) == {} and queued_messages(queues.pool_queue(POOL, TIER)) == []
     age(run, 20)  # past PINNED_GRACE, well within QUEUED_GRACE
