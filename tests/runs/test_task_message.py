@@ -63,3 +63,44 @@ def test_send_generate_pushes_one_message_onto_the_queue(scratch_queue):
     task_message.send_generate(scratch_queue, 9, {})
     (raw,) = get_redis().lrange(scratch_queue, 0, -1)
     assert json.loads(raw)["properties"]["delivery_info"]["routing_key"] == scratch_queue
+
+
+@pytest.fixture
+def broker_url(settings):
+    """Point CELERY_BROKER_URL elsewhere for one test (task_message caches its reading per process)."""
+    def point(url):
+        settings.CELERY_BROKER_URL = url
+        task_message.direct.cache_clear()
+        task_message.same_redis.cache_clear()
+    yield point
+    task_message.direct.cache_clear()
+    task_message.same_redis.cache_clear()
+    task_message._broker = None
+
+
+def test_a_redis_broker_of_its_own_gets_the_message_and_the_fair_queue_script_does_not(broker_url, settings,
+                                                                                        scratch_queue):
+    base, db = settings.REDIS_URL.rsplit("/", 1)
+    other = f"{base}/{(int(db) + 1) % 16}"  # another database of the same server: a different broker URL
+    broker_url(other)
+    assert task_message.direct() and not task_message.same_redis()
+    import redis
+
+    theirs = redis.Redis.from_url(other)
+    theirs.delete(scratch_queue)
+    try:
+        task_message.send_generate(scratch_queue, 11, {})
+        assert get_redis().llen(scratch_queue) == 0
+        (raw,) = theirs.lrange(scratch_queue, 0, -1)
+        assert json.loads(raw)["headers"]["argsrepr"] == "[11]"
+    finally:
+        theirs.delete(scratch_queue)
+
+
+def test_a_broker_that_is_not_redis_gets_celerys_send_task(broker_url, monkeypatch):
+    broker_url("amqp://guest@127.0.0.1:5672//")
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, **kw: sent.append((name, kw["args"], kw["kwargs"],
+                                                                          kw["queue"])))
+    task_message.send_generate("pool.x.interactive", 5, {"tier": "interactive"})
+    assert sent == [(GENERATE_TASK, [5], {"tier": "interactive"}, "pool.x.interactive")]
