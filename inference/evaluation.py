@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
-from inference.stat_logger import EngineCounters, make_stats_logger
+from inference.stat_logger import EngineCounters, stat_loggers
 
 # Fixed prompts about Python, which both the tiny trained models (their replies recall the docs)
 # and SmolLM2 answer; perplexity is measured separately on held-out Python docs text.
@@ -78,7 +78,7 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
     tokenizer = AutoTokenizer.from_pretrained(spec.model)
     counters = EngineCounters()
     started = time.monotonic()
-    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=[make_stats_logger(counters)])
+    engine = AsyncLLM.from_engine_args(spec.engine_args(), stat_loggers=stat_loggers(counters))
     colocate_engine_core()  # as a worker does: the engine core's spin stays on its model's cores
     seconds = {"start": time.monotonic() - started}
     try:

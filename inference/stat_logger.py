@@ -6,6 +6,13 @@ vLLM calls `record` after every engine step in the front-end process. The sink
 `_prefix_hits` and `_generated_tokens`, the most requests run in one step
 `_peak_running`, and `_draft_tokens` / `_accepted_tokens`
 of speculative decoding. vLLM is imported when the logger class is made.
+
+vLLM's StatLoggerManager also adds its PrometheusStatLogger unless it is given one:
+its counters and histograms fill the process's default Prometheus registry, which
+nothing in a worker exports (the platform's /metrics reads Redis), and after every
+engine step it costs the front end, on the GIL the stream writer needs, as much as a
+tenth of the worker process's time at 64 streams (bench/frontend_cpu.py). `stat_loggers`
+gives it a stand-in that records nothing.
 """
 
 
@@ -20,6 +27,36 @@ class EngineCounters:
 
 def _add(sink, name: str, value: int) -> None:
     setattr(sink, name, getattr(sink, name, 0) + value)
+
+
+def stat_loggers(sink) -> list:
+    """AsyncLLM's stat_loggers for a platform engine: the recorder onto `sink`, and the
+    stand-in that keeps vLLM's Prometheus logger out."""
+    return [make_stats_logger(sink), no_prometheus_logger()]
+
+
+def no_prometheus_logger():
+    """A PrometheusStatLogger in name only (StatLoggerManager adds the real one unless
+    one is given): it creates no metric and records nothing."""
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    class _NoPrometheus(PrometheusStatLogger):
+        def __init__(self, vllm_config, engine_indexes=None):
+            pass
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            pass
+
+        def record_sleep_state(self, is_awake: int = 0, level: int = 0):
+            pass
+
+        def record_admission_rejection(self, reason: str) -> None:
+            pass
+
+        def log_engine_initialized(self):
+            pass
+
+    return _NoPrometheus
 
 
 def make_stats_logger(sink):

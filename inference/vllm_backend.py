@@ -4,7 +4,7 @@ import time
 
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
-from inference.stat_logger import make_stats_logger as _make_stats_logger
+from inference.stat_logger import stat_loggers
 from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,14 @@ class VllmBackend:
         started = time.monotonic()
         log.info("engine %s: loading %s", self.spec.pool, self.spec.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
-        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[_make_stats_logger(self)])
+        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=stat_loggers(self))
         colocate_engine_core(enabled=self.colocate)
+        # vLLM reads its settings from the environment on every access, a few times per
+        # engine step in the front end; its engine core caches them once started, and
+        # nothing here changes them after the engine is up.
+        from vllm import envs
+
+        envs.enable_envs_cache()
         log.info("engine %s: ready in %.1f s", self.spec.pool, time.monotonic() - started)
 
     async def add(self, request: GenerationRequest, emit) -> None:

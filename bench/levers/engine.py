@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inference.stat_logger import EngineCounters, make_stats_logger
+from inference.stat_logger import EngineCounters, stat_loggers
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "out"
@@ -66,7 +66,7 @@ class Engine:
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
         started = time.monotonic()
-        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=[make_stats_logger(self.counters)])
+        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=stat_loggers(self.counters))
         self.start_seconds = time.monotonic() - started
         return self
 
