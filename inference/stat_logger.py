@@ -9,10 +9,10 @@ of speculative decoding. vLLM is imported when the logger class is made.
 
 vLLM's StatLoggerManager also adds its PrometheusStatLogger unless it is given one:
 its counters and histograms fill the process's default Prometheus registry, which
-nothing in a worker exports (the platform's /metrics reads Redis), and after every
-engine step it costs the front end, on the GIL the stream writer needs, as much as a
-tenth of the worker process's time at 64 streams (bench/frontend_cpu.py). `stat_loggers`
-gives it a stand-in that records nothing.
+nothing in a worker exports (the platform's /metrics reads Redis), and it runs after
+every engine step in the front end, on the GIL the stream writer needs (7.7% of a
+worker's GIL time in a profile at 64 streams; bench/frontend_cpu.py measures it).
+`stat_loggers` gives it a stand-in that records nothing.
 """
 
 

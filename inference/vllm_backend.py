@@ -79,9 +79,9 @@ class VllmBackend:
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
         self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=stat_loggers(self))
         colocate_engine_core(enabled=self.colocate)
-        # vLLM reads its settings from the environment on every access, a few times per
-        # engine step in the front end; its engine core caches them once started, and
-        # nothing here changes them after the engine is up.
+        # vLLM reads its settings from the environment on every access (in the front end,
+        # for every request at every engine step); its engine core caches them once
+        # started, and nothing in a worker changes them after the engine is up.
         from vllm import envs
 
         envs.enable_envs_cache()
