@@ -34,7 +34,6 @@ async def phase(engine, params, prompts, concurrency: int, total: int) -> tuple[
         async for o in engine.generate({"prompt_token_ids": prompts[i % len(prompts)][1]}, params,
                                        f"fe-{time.monotonic_ns()}-{next(ids)}"):
             tokens += len(o.outputs[0].token_ids)
-        return common.Request(start=0.0)
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     await common.drive(concurrency, total, one)

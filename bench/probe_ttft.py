@@ -19,8 +19,8 @@ from bench.platform_stack import Stack
 async def probe(url: str, key: str, stack: Stack, n: int, max_tokens: int, burst: int = 1,
                 pids: dict | None = None) -> tuple[list[dict], dict]:
     """The phases of every request, and the CPU seconds each of `pids` spent while requests ran."""
-    auth = {"Authorization": f"Bearer {key}"}
-    out, cpu = [], dict.fromkeys(pids or {}, 0.0)
+    auth, pids = {"Authorization": f"Bearer {key}"}, pids or {}
+    out, cpu = [], dict.fromkeys(pids, 0.0)
     async with sse_client.session(limit=0) as http:
         for start in range(0, n, burst):
             chats = []
@@ -28,18 +28,14 @@ async def probe(url: str, key: str, stack: Stack, n: int, max_tokens: int, burst
                 async with http.post(f"{url}/api/chats/", json={"model": common.POOL}, headers=auth) as r:
                     chats.append((await r.json())["id"])
             await asyncio.sleep(0.3)
-            before = {k: common.cpu_seconds(pid) for k, pid in cpu_pids(pids)}
+            before = {k: common.cpu_seconds(pid) for k, pid in pids.items()}
             timed = await asyncio.gather(*(_one(http, url, auth, chat, start + j, max_tokens)
                                            for j, chat in enumerate(chats)))
-            for k, pid in cpu_pids(pids):
+            for k, pid in pids.items():
                 cpu[k] += common.cpu_seconds(pid) - before[k]
             out += [_phases(stack, t) for t in timed]  # the database read after the burst, not during it
             await asyncio.sleep(0.5)
     return out, cpu
-
-
-def cpu_pids(pids: dict | None):
-    return list((pids or {}).items())
 
 
 async def _one(http, url: str, auth: dict, chat: str, i: int, max_tokens: int) -> dict:
