@@ -25,13 +25,14 @@ from bench.platform_stack import Stack
 
 HISTORY_SQL = """
 with chat as (select id, tenant_id, pool_id from chats_chat where id = %(chat)s),
-msgs as (insert into chats_message (chat_id, depth, role, content, token_count, created_at)
-         select %(chat)s, 0, 'assistant', '', 1, now() from generate_series(1, %(n)s) returning id)
+msgs as (insert into chats_message (chat_id, depth, role, content, token_count, tool_call_id, created_at)
+         select %(chat)s, 0, 'assistant', '', 1, '', now() from generate_series(1, %(n)s) returning id)
 insert into runs_generationrun (tenant_id, chat_id, user_message_id, assistant_message_id, pool_id, status, attempt,
     tier, source, sampling, seed, max_tokens, prompt_snapshot, idempotency_key, worker, queued_at, started_at,
-    finished_at, prompt_tokens, completion_tokens, finish_reason, error, reserved_tokens, request_digest, raw_prompt)
+    finished_at, prompt_tokens, completion_tokens, finish_reason, error, reserved_tokens, request_digest, raw_prompt,
+    choice_index)
 select chat.tenant_id, chat.id, msgs.id, msgs.id, chat.pool_id, 'completed', 1, 'interactive', 'api', '{}', 0, 1,
-    '[]', '', 'history', t, t, t, 1, 1, 'length', '', 0, '', false
+    '[]', '', 'history', t, t, t, 1, 1, 'length', '', 0, '', false, 0
 from chat, (select id, now() - interval '7 days' * random() - interval '5 minutes' as t from msgs) msgs
 """
 

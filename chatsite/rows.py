@@ -44,6 +44,20 @@ def split(row, *columns: Columns) -> list:
     return out + list(row[at:])
 
 
+PREPARED: set[str] = set()
+
+
+def prepared(sql: str) -> str:
+    """`sql`, marked to be kept prepared by a pooled connection (chatsite/pg_backend):
+    parsed and planned once per connection instead of on every call. Only for statements
+    whose best plan is the same whatever the parameters (a row by its key, an INSERT):
+    a prepared statement may run with one generic plan, and for a lookup on a skewed
+    column that plan can be a full scan (the reply-in-progress check of a new chat,
+    with one chat holding most runs: 200 ms instead of 0.1; bench/per_run.py --history)."""
+    PREPARED.add(sql)
+    return sql
+
+
 def fetch_one(sql: str, params) -> tuple | None:
     with connection.cursor() as cur:
         cur.execute(sql, params)
@@ -62,14 +76,19 @@ class Insert:
         columns = ", ".join(f'"{f.column}"' for f in self.fields)
         self.head = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES '
         self.row = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        self._sql: dict[int, str] = {}  # by the number of rows
 
     def save(self, *objs):
         """Insert `objs` (new instances) in order; returns them, saved."""
         params = []
         for obj in objs:
             params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in self.fields]
+        sql = self._sql.get(len(objs))
+        if sql is None:
+            sql = self._sql[len(objs)] = prepared(f'{self.head}{", ".join([self.row] * len(objs))} '
+                                                  f'RETURNING "{self.pk.column}"')
         with connection.cursor() as cur:
-            cur.execute(f'{self.head}{", ".join([self.row] * len(objs))} RETURNING "{self.pk.column}"', params)
+            cur.execute(sql, params)
             ids = [r[0] for r in cur.fetchall()]  # in the VALUES order (as bulk_create relies on)
         for obj, pk in zip(objs, ids):
             setattr(obj, self.pk.attname, pk)

@@ -90,6 +90,12 @@ DATABASES["default"]["OPTIONS"] = {
     "tcp_user_timeout": int(os.environ.get("DATABASE_TCP_USER_TIMEOUT_MS", "10000")),
     "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 5, "keepalives_count": 3,
 }
+# Parameters bound by the server (Django's default binds them on the client, which
+# cannot prepare), so that a pooled connection keeps the hot path's statements prepared
+# (chatsite/pg_backend: only those marked with rows.prepared). DATABASE_PREPARED=off binds
+# on the client, as Django does, for a pooler in transaction mode (pgbouncer < 1.21).
+if os.environ.get("DATABASE_PREPARED", "on") != "off":
+    DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
 # A connection pool per process (psycopg_pool through Django), checked on checkout: a
 # request borrows a live connection instead of forking a Postgres backend. It waits up
 # to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. Django

@@ -10,7 +10,7 @@ from chatsite.chats import tree
 from chatsite.chats.models import SEARCH_CONFIG, Chat, Message
 from chatsite.errors import InvalidInput, NotFound
 from chatsite.pools.models import ModelPool
-from chatsite.rows import Columns, fetch_one, split
+from chatsite.rows import Columns, fetch_one, prepared, split
 
 MAX_QUERY_CHARS = 200
 HIGHLIGHT = ("\u2063[", "]\u2063")  # marks around matches in a snippet (invisible separators, never in text)
@@ -26,7 +26,7 @@ def listed_chats_for(*, tenant, user):
 
 
 _CHAT, _POOL = Columns(Chat, "c"), Columns(ModelPool, "p")
-_CHAT_GET = (f'SELECT {_CHAT.sql}, {_POOL.sql} FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
+_CHAT_GET = prepared(f'SELECT {_CHAT.sql}, {_POOL.sql} FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
              f'WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
 _BIGINT = range(-2**63, 2**63)
 

@@ -2,9 +2,30 @@ from django.db.backends.postgresql import base
 from psycopg_pool import ConnectionPool
 
 from chatsite.db_pool import check_pooled_connection
+from chatsite.rows import PREPARED
+
+# psycopg prepares a statement once it ran this many times on a connection; None would
+# turn explicit preparation off too, so "never by count": only the statements asked for.
+_NEVER = 2**62
+
+
+class PreparingCursor(base.ServerBindingCursor):
+    """Django's server-binding cursor; a statement marked with rows.prepared is prepared
+    on its first run on the connection and reused after."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        if prepare is None and type(query) is str and query in PREPARED:
+            prepare = True
+        return super().execute(query, params, prepare=prepare, binary=binary)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        if self.settings_dict["OPTIONS"].get("server_side_binding") is True:
+            params["cursor_factory"], params["prepare_threshold"] = PreparingCursor, _NEVER
+        return params
+
     @property
     def pool(self):
         """Django's pool, built the same way, with our checkout check (Django only

@@ -18,10 +18,11 @@ from chatsite.metrics.counters import count_refusal
 from chatsite.quotas.models import TenantQuota, TenantUsage
 from chatsite.quotas.periods import period_end, period_start
 from chatsite.redis_client import get_redis
+from chatsite.rows import prepared
 
 # Plain SQL: every run settles once, and the ORM's compilation of this update cost
 # more CPU than the statement (bench/lifecycle_cpu.py).
-_SETTLE = (f'UPDATE "{TenantUsage._meta.db_table}" SET reserved_tokens = GREATEST(reserved_tokens - %s, 0), '
+_SETTLE = prepared(f'UPDATE "{TenantUsage._meta.db_table}" SET reserved_tokens = GREATEST(reserved_tokens - %s, 0), '
            f'used_tokens = used_tokens + %s WHERE tenant_id = %s AND period_start = %s')
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from chatsite.errors import Conflict
-from chatsite.rows import Columns, fetch_one, split
+from chatsite.rows import Columns, fetch_one, prepared, split
 from chatsite.runs.validation import clean_text
 from chatsite.tenancy import revocation
 from chatsite.tenancy.models import ApiKey, Membership, Tenant, TenantPreload
@@ -73,7 +73,7 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
 
 
 _KEY, _TENANT = Columns(ApiKey, "k"), Columns(Tenant, "t")
-_USER = _QUOTA = None  # the user model's and the quota's columns, once apps are loaded
+_USER = _QUOTA = _LIVE_KEY = None  # the user model's and the quota's columns, and the SQL, once apps are loaded
 
 
 def _live_key(prefix: str) -> ApiKey | None:
@@ -82,19 +82,20 @@ def _live_key(prefix: str) -> ApiKey | None:
     keys made while a member stop working too). The tenant comes with what admitting a
     run reads of it, so that request asks no more: its quota and its allowed pools
     (pools.selectors.allowed_pool_ids, quotas.services.quota_for)."""
-    global _USER, _QUOTA
-    if _USER is None:
+    global _USER, _QUOTA, _LIVE_KEY
+    if _LIVE_KEY is None:
         from chatsite.quotas.models import TenantQuota
 
         _USER, _QUOTA = Columns(get_user_model(), "u"), Columns(TenantQuota, "q")
-    allowed = Tenant.allowed_pools.through._meta.db_table
-    row = fetch_one(
-        f'SELECT {_KEY.sql}, {_USER.sql}, {_TENANT.sql}, {_QUOTA.sql}, '
-        f'ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = k.tenant_id) FROM "{_KEY.table}" k '
-        f'JOIN "{_USER.table}" u ON u.id = k.user_id JOIN "{_TENANT.table}" t ON t.id = k.tenant_id '
-        f'LEFT JOIN "{_QUOTA.table}" q ON q.tenant_id = k.tenant_id '
-        f'WHERE k.prefix = %s AND k.revoked_at IS NULL AND EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m '
-        f'WHERE m.user_id = k.user_id AND m.tenant_id = k.tenant_id)', [prefix])
+        allowed = Tenant.allowed_pools.through._meta.db_table
+        _LIVE_KEY = prepared(
+            f'SELECT {_KEY.sql}, {_USER.sql}, {_TENANT.sql}, {_QUOTA.sql}, '
+            f'ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = k.tenant_id) FROM "{_KEY.table}" k '
+            f'JOIN "{_USER.table}" u ON u.id = k.user_id JOIN "{_TENANT.table}" t ON t.id = k.tenant_id '
+            f'LEFT JOIN "{_QUOTA.table}" q ON q.tenant_id = k.tenant_id '
+            f'WHERE k.prefix = %s AND k.revoked_at IS NULL AND EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m '
+            f'WHERE m.user_id = k.user_id AND m.tenant_id = k.tenant_id)')
+    row = fetch_one(_LIVE_KEY, [prefix])
     if row is None:
         return None
     key, user, tenant, quota, pool_ids = split(row, _KEY, _USER, _TENANT, _QUOTA)
