@@ -13,8 +13,8 @@ _POOL_BY_NAME = prepared(f'SELECT {_POOL.sql} FROM "{_POOL.table}" p WHERE p.nam
 def pools_for_tenant(tenant):
     """The enabled pools a tenant may use (all enabled ones if it has no list)."""
     pools = ModelPool.objects.filter(enabled=True)
-    if tenant.allowed_pools.exists():
-        pools = pools.filter(pk__in=tenant.allowed_pools.values("pk"))
+    if allowed := allowed_pool_ids(tenant):
+        pools = pools.filter(pk__in=allowed)
     return pools.order_by("name")
 
 
