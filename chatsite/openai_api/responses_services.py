@@ -12,6 +12,7 @@ from chatsite.errors import Conflict
 from chatsite.openai_api.models import ResponseRecord
 from chatsite.openai_api.responses_request import ResponseRequest
 from chatsite.openai_api.responses_selectors import response_get
+from chatsite.quotas.services import refusals_counted
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_cancel, run_finalize, run_submit
 from chatsite.tenancy.models import ApiKey
@@ -46,7 +47,7 @@ def response_create(*, key: ApiKey, request: ResponseRequest,
     earlier = _earlier(key, request, idempotency_key)
     if earlier is not None:
         return earlier, False
-    with transaction.atomic():
+    with refusals_counted(key.tenant), transaction.atomic():
         previous = None
         if request.previous_response_id is not None:
             previous = response_get(key=key, response_id=request.previous_response_id, field="previous_response_id")

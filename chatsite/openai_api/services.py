@@ -11,6 +11,7 @@ from chatsite.openai_api.tools import ToolUse
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
                                     pool_takes_tools)
+from chatsite.quotas.services import refusals_counted
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_submit
@@ -49,7 +50,7 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
     if request.tools is not None:
         _refuse_tools_unless_template_has_them(key.tenant, request.model, request.tools)
     try:
-        with transaction.atomic():
+        with refusals_counted(key.tenant), transaction.atomic():
             chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
                                             history=request.history)
             run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,

@@ -6,6 +6,7 @@ burst of parallel requests cannot overspend; finalize settles what the run used 
 releases the rest."""
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import connection
@@ -119,6 +120,21 @@ def _budget_refusal(quota: TenantQuota, usage: TenantUsage, *, left: int, need: 
                    f"but your team's token budget for this {quota.period} has {left} left; ask for fewer choices "
                    f"or fewer max_tokens ({renews})")
     return RateLimited(message, code="budget_exhausted", retry_after=math.ceil(seconds))
+
+
+@contextmanager
+def refusals_counted(tenant):
+    """Count a RateLimited raised inside on the tenant's usage row, once, and only where
+    no transaction is open around it: a count written inside the transaction that the
+    refusal rolls back (a /v1 call's, which also creates the chat) would vanish with it.
+    Wrap the admission, and every caller that runs it inside a transaction of its own."""
+    try:
+        yield
+    except RateLimited as refused:
+        if not getattr(refused, "counted", False) and not connection.in_atomic_block:
+            quota_record_refusal(tenant=tenant)
+            refused.counted = True
+        raise
 
 
 def quota_record_refusal(*, tenant) -> None:

@@ -169,6 +169,7 @@ def test_a_budget_too_small_for_n_times_max_tokens_refuses_the_whole_call(client
     assert info.value.body["code"] == "budget_exhausted" and "n=3" in info.value.body["message"]
     assert GenerationRun.objects.count() == 0 and Chat.objects.count() == 0
     assert not TenantUsage.objects.filter(tenant=tenant, reserved_tokens__gt=0).exists()
+    assert TenantUsage.objects.get(tenant=tenant).refused_requests == 1  # counted outside the call's rollback
     out = client.chat.completions.create(**{**ASK, "max_tokens": 50}, n=2, extra_body={"ignore_eos": True})
     runs = _runs(out.id)
     # Each choice has its whole reservation. (A budget cap counts the real prompt, which the chat

@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from chatsite.openai_api.ratelimit import duration
-from chatsite.quotas.models import TenantQuota
+from chatsite.quotas.models import TenantQuota, TenantUsage
 from tests.runs.helpers import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,6 +71,7 @@ def test_a_429_carries_the_headers_too(live_url, fake_workers, pool, api_key, te
     assert _post(live_url, api_key).headers["x-ratelimit-remaining-requests"] == "0"
     refused = _post(live_url, api_key)
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+    assert TenantUsage.objects.get(tenant=tenant).refused_requests == 1
     assert refused.headers["x-ratelimit-limit-requests"] == "1"
     assert refused.headers["x-ratelimit-remaining-requests"] == "0"
     assert int(refused.headers["retry-after"]) >= _seconds(refused.headers["x-ratelimit-reset-requests"]) - 1

@@ -86,3 +86,15 @@ def test_unknown_model_missing_key_and_unknown_response(live_url, fake_workers, 
     resp = httpx.put(f"{live_url}/v1/responses", headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
     assert resp.status_code == 405 and resp.headers["allow"] == "POST"
     assert not GenerationRun.objects.exists()
+
+
+def test_a_budget_refusal_is_a_429_that_writes_nothing_and_is_counted(live_url, fake_workers, pool, api_key, tenant):
+    from chatsite.quotas.models import TenantQuota, TenantUsage
+
+    TenantQuota.objects.create(tenant=tenant, token_budget=5)  # less than the prompt
+    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=30)
+    with pytest.raises(openai.RateLimitError) as info:
+        client.responses.create(**OK)
+    assert info.value.body["code"] == "budget_exhausted"
+    assert GenerationRun.objects.count() == 0 and Chat.objects.count() == 0
+    assert TenantUsage.objects.get(tenant=tenant).refused_requests == 1

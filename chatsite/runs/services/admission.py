@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
-from chatsite.errors import Conflict, InvalidInput, RateLimited
+from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
-from chatsite.quotas.services import quota_check_rate, quota_for, quota_record_refusal, quota_reserve_choices
+from chatsite.quotas.services import quota_check_rate, quota_for, quota_reserve_choices, refusals_counted
 from chatsite.rows import Insert, fetch_one, prepared
 from chatsite.runs.choices import MAX_CHOICES, choice_seeds
 from chatsite.runs.dispatch import run_dispatch_choices
@@ -204,27 +204,29 @@ def _admit(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
     refuse_if_no_worker(order.pool)
     shed_if_overloaded(order.pool, chat.tenant, arriving=order.choices)
     try:
-        quota = quota_for(chat.tenant)
-        quota_check_rate(tenant=chat.tenant, quota=quota)
-        try:
-            with transaction.atomic():
-                return _create(chat, turn, order, quota)
-        except ReplyInProgress as busy:
-            # The previous reply's stream has ended but its worker has not saved it yet (the
-            # terminal entry comes first): save it here (idempotent), then admit this turn.
-            if not stream_log.has_ended(busy.run_id):
-                raise
-            run_finalize(run_id=busy.run_id)
-            with transaction.atomic():
-                return _create(chat, turn, order, quota)
-    except RateLimited:
-        quota_record_refusal(tenant=chat.tenant)
-        raise
+        with refusals_counted(chat.tenant):
+            return _admit_within_limits(chat, turn, order)
     except IntegrityError:
         existing = _existing(chat, order.idempotency_key) if order.idempotency_key else None
         if existing is None:
             raise
         return existing
+
+
+def _admit_within_limits(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
+    quota = quota_for(chat.tenant)
+    quota_check_rate(tenant=chat.tenant, quota=quota)
+    try:
+        with transaction.atomic():
+            return _create(chat, turn, order, quota)
+    except ReplyInProgress as busy:
+        # The previous reply's stream has ended but its worker has not saved it yet (the
+        # terminal entry comes first): save it here (idempotent), then admit this turn.
+        if not stream_log.has_ended(busy.run_id):
+            raise
+        run_finalize(run_id=busy.run_id)
+        with transaction.atomic():
+            return _create(chat, turn, order, quota)
 
 
 # The admission transaction in plain SQL: every message sent runs it, and the ORM's
