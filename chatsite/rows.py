@@ -64,6 +64,9 @@ def fetch_one(sql: str, params) -> tuple | None:
         return cur.fetchone()
 
 
+PREPARED_ROWS = 8  # a turn's messages, a call's choices; a long history's insert is not worth keeping
+
+
 class Insert:
     """INSERT of a model's instances in one statement, their primary keys set from
     RETURNING (as Model.save would, without compiling the statement per call; no
@@ -85,8 +88,9 @@ class Insert:
             params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in self.fields]
         sql = self._sql.get(len(objs))
         if sql is None:
-            sql = self._sql[len(objs)] = prepared(f'{self.head}{", ".join([self.row] * len(objs))} '
-                                                  f'RETURNING "{self.pk.column}"')
+            sql = f'{self.head}{", ".join([self.row] * len(objs))} RETURNING "{self.pk.column}"'
+            if len(objs) <= PREPARED_ROWS:
+                self._sql[len(objs)] = prepared(sql)
         with connection.cursor() as cur:
             cur.execute(sql, params)
             ids = [r[0] for r in cur.fetchall()]  # in the VALUES order (as bulk_create relies on)

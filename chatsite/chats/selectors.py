@@ -26,8 +26,9 @@ def listed_chats_for(*, tenant, user):
 
 
 _CHAT, _POOL = Columns(Chat, "c"), Columns(ModelPool, "p")
-_CHAT_GET = prepared(f'SELECT {_CHAT.sql}, {_POOL.sql} FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
-             f'WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
+_CHAT_GET = prepared(
+    f'SELECT {_CHAT.sql}, {_POOL.sql} FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
+    f'WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
 _BIGINT = range(-2**63, 2**63)
 
 

@@ -7,7 +7,8 @@ from chatsite.rows import Columns, fetch_one, prepared
 
 _SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")
 _POOL = Columns(ModelPool, "p")
-_POOL_BY_NAME = prepared(f'SELECT {_POOL.sql} FROM "{_POOL.table}" p WHERE p.name = %s')  # plain SQL: chatsite/rows.py
+_POOL_BY_NAME = prepared(
+    f'SELECT {_POOL.sql} FROM "{_POOL.table}" p WHERE p.name = %s')  # plain SQL: chatsite/rows.py
 
 
 def pools_for_tenant(tenant):

@@ -23,8 +23,9 @@ from chatsite.rows import prepared
 
 # Plain SQL: every run settles once, and the ORM's compilation of this update cost
 # more CPU than the statement (bench/lifecycle_cpu.py).
-_SETTLE = prepared(f'UPDATE "{TenantUsage._meta.db_table}" SET reserved_tokens = GREATEST(reserved_tokens - %s, 0), '
-           f'used_tokens = used_tokens + %s WHERE tenant_id = %s AND period_start = %s')
+_SETTLE = prepared(
+    f'UPDATE "{TenantUsage._meta.db_table}" SET reserved_tokens = GREATEST(reserved_tokens - %s, 0), '
+    f'used_tokens = used_tokens + %s WHERE tenant_id = %s AND period_start = %s')
 
 
 @dataclass(frozen=True)

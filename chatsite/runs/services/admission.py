@@ -235,13 +235,15 @@ def _admit_within_limits(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
 # chat's turns; the checks after it are a statement of their own, so that they see
 # what a turn that held the lock before this one committed.
 _CHATS, _MESSAGES, _RUNS = Chat._meta.db_table, Message._meta.db_table, GenerationRun._meta.db_table
-_LOCK_CHAT = prepared(f'SELECT current_leaf_id, title, system_prompt, listed FROM "{_CHATS}" WHERE id = %s FOR UPDATE')
+_LOCK_CHAT = prepared(
+    f'SELECT current_leaf_id, title, system_prompt, listed FROM "{_CHATS}" WHERE id = %s FOR UPDATE')
 # The chat's reply in progress, if any; and the end of its chosen path and that
 # message's depth (the newest message for chats written before they remembered one).
 _BUSY_AND_LEAF = (f'WITH leaf AS (SELECT COALESCE(%s, (SELECT max(id) FROM "{_MESSAGES}" WHERE chat_id = %s)) AS id) '
                   f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status = ANY(%s) LIMIT 1), leaf.id, '
                   f'(SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id) FROM leaf')
-_SAVE_CHAT = prepared(f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s')
+_SAVE_CHAT = prepared(
+    f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s')
 _INSERT_MESSAGES, _INSERT_RUNS = Insert(Message), Insert(GenerationRun)
 
 

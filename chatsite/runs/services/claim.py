@@ -16,8 +16,9 @@ from chatsite.runs.stream import lease
 
 # The compare-and-set in one statement (one round trip): a terminal run is left alone.
 _RUN = rows.Columns(GenerationRun, "r")
-_CLAIM = rows.prepared(f'UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
-          f'started_at = COALESCE(started_at, %s) WHERE id = %s AND NOT (status = ANY(%s)) RETURNING {_RUN.sql}')
+_CLAIM = rows.prepared(
+    f'UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
+    f'started_at = COALESCE(started_at, %s) WHERE id = %s AND NOT (status = ANY(%s)) RETURNING {_RUN.sql}')
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,18 @@ _RUNS = GenerationRun._meta.db_table
 # OF the run only: locking the pool and tenant rows the join reads deadlocked with
 # admissions inserting runs that reference them.
 _RUN = rows.Columns(GenerationRun, "r", exclude=("prompt_snapshot",))
-_LOCK = rows.prepared(f'SELECT {_RUN.sql}, p.name, q.period FROM "{_RUNS}" r '
-         f'JOIN "{GenerationRun._meta.get_field("pool").related_model._meta.db_table}" p ON p.id = r.pool_id '
-         f'LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = r.tenant_id WHERE r.id = %s FOR UPDATE OF r')
+_LOCK = rows.prepared(
+    f'SELECT {_RUN.sql}, p.name, q.period FROM "{_RUNS}" r '
+    f'JOIN "{GenerationRun._meta.get_field("pool").related_model._meta.db_table}" p ON p.id = r.pool_id '
+    f'LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = r.tenant_id WHERE r.id = %s FOR UPDATE OF r')
 _SAVED = ("status", "finished_at", "completion_tokens", "finish_reason", "prompt_tokens", "error",
           "first_token_at", "ttft_ms", "itl_ms", "logprobs")
-_SAVE_RUN = rows.prepared(f'UPDATE "{_RUNS}" SET {", ".join(f"{name} = %s" for name in _SAVED[:-1])}, logprobs = %s::jsonb '
-             f'WHERE id = %s')
-_SAVE_REPLY = rows.prepared(f'UPDATE "{Message._meta.db_table}" SET content = content || %s, token_count = token_count + %s '
-               f'WHERE id = %s')
+_SAVE_RUN = rows.prepared(
+    f'UPDATE "{_RUNS}" SET {", ".join(f"{name} = %s" for name in _SAVED[:-1])}, logprobs = %s::jsonb '
+    f'WHERE id = %s')
+_SAVE_REPLY = rows.prepared(
+    f'UPDATE "{Message._meta.db_table}" SET content = content || %s, token_count = token_count + %s '
+    f'WHERE id = %s')
 
 
 def _status_for(terminal: codec.Entry) -> str:
