@@ -39,6 +39,14 @@ class ChatPage:
         box.fill(text)
         box.press("Enter")
 
+    def send_for_new_run(self, text: str, timeout: float = 10) -> int:
+        """Send `text` in a chat that has replies already; the new reply's run id. The
+        latest id is read before sending: the new run may be on the page by the time
+        send returns."""
+        known = self.latest_run_id()
+        self.send(text)
+        return self.wait_new_run(known, timeout)
+
     def latest_run_id(self, timeout: float = 10) -> int:
         self.page.wait_for_function("() => Object.keys(ChatUI.replies).length > 0", timeout=timeout * 1000)
         return self.page.evaluate("() => Math.max(...Object.keys(ChatUI.replies).map(Number))")

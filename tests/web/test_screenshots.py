@@ -73,9 +73,7 @@ def test_take_screenshots(browser, live_url, web_user, fake_workers):
     chat.page.get_by_role("button", name="Cancel").click()
 
     chat.set_send_extra(LONG_REPLY)
-    known = chat.latest_run_id()  # before sending: the new run may be on the page by the time send returns
-    chat.send("And how do I write lines back to a file?")
-    run_id = chat.wait_new_run(known)
+    run_id = chat.send_for_new_run("And how do I write lines back to a file?")
     chat.wait_tokens(run_id, 45)
     _shot(chat.page, "streaming")
     chat.page.get_by_role("button", name="Stop generating").click()

@@ -136,9 +136,7 @@ def test_the_page_follows_new_text_only_while_the_reader_is_at_the_bottom(chat_p
     gap = "() => { const s = document.getElementById('scroller'); return s.scrollHeight - s.scrollTop - s.clientHeight; }"
     assert page.evaluate(gap) < 80  # opens at the latest message
     chat_page.set_send_extra(LONG_REPLY)
-    known = chat_page.latest_run_id()  # before sending: the new run may be on the page by the time send returns
-    chat_page.send("One more?")
-    run_id = chat_page.wait_new_run(known)
+    run_id = chat_page.send_for_new_run("One more?")
     chat_page.wait_tokens(run_id, 30)
     assert page.evaluate(gap) < 80  # followed the reply as it grew
 
