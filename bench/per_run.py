@@ -49,25 +49,58 @@ def fill_history(stack, n: int) -> None:
 CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 
-async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "") -> dict:
-    chats = stack.make_chats(runs + 4 * concurrency)
+async def openai_turn(http, url: str, key: str) -> common.Request:
+    """One streamed /v1/chat/completions call (a new conversation each), read to [DONE]."""
+    req = common.Request(start=time.perf_counter())
+    body = {"model": common.POOL, "messages": [{"role": "user", "content": CONTENT}], "max_tokens": 1,
+            "temperature": 0.0, "seed": 0, "stream": True}
+    try:
+        async with http.post(f"{url}/v1/chat/completions", json=body,
+                             headers={"Authorization": f"Bearer {key}"}) as resp:
+            if resp.status != 200:
+                req.error = f"POST {resp.status}: {(await resp.text())[:200]}"
+                return req
+            req.run_id = int(resp.headers["X-Run-Id"])
+            async for ev in sse_client.events(resp):
+                if ev.data == "[DONE]":
+                    break
+                delta = (ev.json()["choices"] or [{}])[0].get("delta", {})
+                if delta.get("content"):
+                    req.arrivals.append((ev.t, 1))
+                    req.text += delta["content"]
+        req.error = ""
+    except Exception as exc:
+        req.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        req.end = time.perf_counter()
+    return req
+
+
+async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "",
+                surface: str = "rest") -> dict:
+    chats = stack.make_chats(runs + 4 * concurrency) if surface == "rest" else range(runs + 4 * concurrency)
     todo = iter(chats)
     reqs: list[common.Request] = []
     async with sse_client.session(limit=0) as http:
         client = Client(url, key, http)
 
+        def turn(chat):
+            if surface == "v1":
+                return openai_turn(http, url, key)
+            return client.turn(chat, CONTENT, max_tokens=1)
+
         async def one_client():
             for chat in todo:
-                reqs.append(await client.turn(chat, CONTENT, max_tokens=1))
+                reqs.append(await turn(chat))
                 if len(reqs) >= runs:
                     return
 
-        warm = [client.turn(next(todo), CONTENT, max_tokens=1) for _ in range(2 * concurrency)]
+        warm = [turn(next(todo)) for _ in range(2 * concurrency)]
         await asyncio.gather(*warm)
         spies = []
         if profile:
             spies = [subprocess.Popen([str(common.ROOT / ".venv" / "bin" / "py-spy"), "record", "-p", str(pids[name]),
-                                       "-d", "15", "-r", "200", "--nonblocking", "-f", "raw", "-o",
+                                       "-d", "15", "-r", "200", "--nonblocking", "--gil", "-f", "raw", "-o",
                                        str(common.OUT / f"profile_per_run{profile}_{name}.txt")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name in ("web", "worker")]
         meter = common.CpuMeter({**pids, "client": os.getpid()})
@@ -93,6 +126,9 @@ def main() -> None:
     ap.add_argument("--root", default=str(common.ROOT))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--surface", choices=("rest", "v1"), default="rest",
+                    help="rest: POST a message, then GET its events (two requests); v1: one streamed "
+                         "POST /v1/chat/completions")
     a = ap.parse_args()
     tag = f"_{a.tag}" if a.tag else ""
     stack = Stack(db_name="bench_per_run", root=a.root)
@@ -103,13 +139,15 @@ def main() -> None:
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=0.0,
                                     CHATSITE_WORKER_SLOTS=a.concurrency + 8)
         pids = {"web": web.pid, "worker": worker.pid, **stack.server_pids()}
-        data = asyncio.run(drive(stack, url, key, a.runs, a.concurrency, pids, tag or "_" if a.profile else ""))
+        data = asyncio.run(drive(stack, url, key, a.runs, a.concurrency, pids, tag or "_" if a.profile else "",
+                                 a.surface))
     finally:
         stack.stop()
     common.write_json(f"per_run{tag}.json", data)
     rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
     data.update(history=a.history, root=a.root)
-    text = (f"{data['ok']} one-token runs ({a.concurrency} clients, fake engine, {a.history} earlier runs in the "
+    text = (f"{data['ok']} one-token runs through {a.surface} ({a.concurrency} clients, fake engine, {a.history} "
+            f"earlier runs in the "
             f"table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "
             f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"
             + report.table(["process", "CPU ms per run"], rows)
