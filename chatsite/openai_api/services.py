@@ -13,7 +13,7 @@ from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_
                                     pool_takes_tools)
 from chatsite.quotas.services import refusals_counted
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.selectors import run_choices
+from chatsite.runs.selectors import run_choices, run_choices_admitted
 from chatsite.runs.services import run_submit
 from chatsite.tenancy.models import ApiKey
 
@@ -62,7 +62,7 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
             if idempotency_key:
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
                 run.request_digest = request.digest
-            return Submitted(run_choices(run), replayed=False)
+            return Submitted(run_choices_admitted(run), replayed=False)
     except Conflict as exc:
         # A call with the same key committed first (run_submit sees its run in another chat).
         if exc.field != IDEMPOTENCY_FIELD or (earlier := _earlier(key, idempotency_key, request.digest)) is None:

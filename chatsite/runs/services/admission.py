@@ -317,6 +317,7 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
         for run in runs[1:]:
             run.choice_of = runs[0]
         _INSERT_RUNS.save(*runs[1:])
+    runs[0].admitted_choices = runs  # run_choices answers from these, as written (pool and reply set)
     transaction.on_commit(lambda: run_dispatch_choices(runs))
     live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=runs[0].pk, title=chat.title)
     return runs[0]
