@@ -1,17 +1,118 @@
-"""Django's ASGI handler, with a sync view's request served in one thread hop.
+"""Django's ASGI handler, with a request's middleware run in one or two thread hops.
 
 Under ASGI, Django runs every sync middleware's process_request, process_view and
-process_response, and then the sync view, each through its own sync_to_async call:
+process_response, and then a sync view, each through its own sync_to_async call:
 about 14 hops from the event loop to the request's thread and back for one API
-request, ~90 us of CPU each on this machine. A request whose view is sync (DRF's
-views, the web pages, the admin) is handed instead to the same middleware loaded in
-sync mode (Django's WSGI path), in one hop. Async views (the /v1 API) keep Django's
-async path. The middleware, the views and what they return are the same either way.
+request, ~90 us of CPU each on this machine.
+- A request whose view is sync (DRF's views, the web pages, the admin) is handed
+  instead to the same middleware loaded in sync mode (Django's WSGI path), in one hop.
+- A request whose view is async (the /v1 API) runs the same middleware's hooks in
+  two hops: every process_request and process_view before the view, every
+  process_response after it (`FlatMiddleware`); the view itself stays on the event
+  loop. This needs every middleware to be hooks only (MiddlewareMixin's shape); with
+  one that is not, async views keep Django's own async path.
+The middleware, the views and what they return are the same either way.
 """
 from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import MiddlewareNotUsed
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
-from django.urls import Resolver404, get_resolver
+from django.core.handlers.exception import response_for_exception
+from django.urls import Resolver404, get_resolver, set_urlconf
+from django.utils.log import log_response
+from django.utils.module_loading import import_string
+
+
+def _unused(request):  # pragma: no cover - a flat middleware's get_response is never called
+    raise RuntimeError("a flattened middleware called its get_response")
+
+
+class FlatMiddleware:
+    """settings.MIDDLEWARE as two lists of hooks, for an async view.
+
+    Django nests the middleware: each layer's process_request, then the layers inside
+    it, then its process_response; an exception in a layer becomes a response there
+    (convert_exception_to_response) that the outer layers' process_response still see.
+    Run flat, the same order and the same rules: `before` runs process_request layer by
+    layer (a layer answering, or raising, ends the walk inward), then resolves the URL
+    and runs process_view; `after` runs process_response for the layers entered,
+    innermost first."""
+
+    def __init__(self):
+        self.layers = []
+        for path in settings.MIDDLEWARE:
+            try:
+                mw = import_string(path)(_unused)
+            except MiddlewareNotUsed:
+                continue
+            if not _hooks_only(mw) or hasattr(mw, "process_template_response"):
+                raise TypeError(f"middleware {path} is not hooks only")
+            self.layers.append(mw)
+        self.view_hooks = [mw.process_view for mw in self.layers if hasattr(mw, "process_view")]
+        self.exception_hooks = [mw.process_exception for mw in reversed(self.layers)
+                                if hasattr(mw, "process_exception")]
+
+    def before(self, request):
+        """(layers entered, the response if one answered before the view, the view match)."""
+        for i, mw in enumerate(self.layers):
+            hook = getattr(mw, "process_request", None)
+            if hook is None:
+                continue
+            try:
+                response = hook(request)
+            except Exception as exc:
+                return i, response_for_exception(request, exc), None
+            if response is not None:
+                return i + 1, response, None
+        entered = len(self.layers)
+        try:
+            match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
+            request.resolver_match = match
+            for hook in self.view_hooks:
+                response = hook(request, match.func, match.args, match.kwargs)
+                if response:
+                    return entered, response, None
+        except Exception as exc:
+            return entered, response_for_exception(request, exc), None
+        return entered, None, match
+
+    def failed(self, request, exc):
+        """The view raised: process_exception, innermost first, else Django's answer for it."""
+        try:
+            for hook in self.exception_hooks:
+                response = hook(request, exc)
+                if response:
+                    return response
+        except Exception as raised:
+            exc = raised
+        return response_for_exception(request, exc)
+
+    def after(self, request, entered: int, response):
+        if hasattr(response, "render") and callable(response.render):  # a TemplateResponse
+            try:
+                response = response.render()
+            except Exception as exc:
+                response = self.failed(request, exc)
+        for mw in reversed(self.layers[:entered]):
+            hook = getattr(mw, "process_response", None)
+            if hook is None:
+                continue
+            try:
+                response = hook(request, response)
+            except Exception as exc:
+                response = response_for_exception(request, exc)
+        if response.status_code >= 400:
+            log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
+        return response
+
+
+def _hooks_only(mw) -> bool:
+    """A middleware whose whole behaviour is its hooks: Django's MiddlewareMixin, or a
+    class of ours that says so (`hooks_only = True`)."""
+    from django.utils.deprecation import MiddlewareMixin
+
+    return isinstance(mw, MiddlewareMixin) or getattr(mw, "hooks_only", False)
 
 
 class OneHopASGIHandler(ASGIHandler):
@@ -19,19 +120,41 @@ class OneHopASGIHandler(ASGIHandler):
         super().__init__()
         self._sync = BaseHandler()
         self._sync.load_middleware(is_async=False)
+        try:
+            self._flat = FlatMiddleware()
+        except TypeError:
+            self._flat = None  # a middleware that is more than hooks: Django's async path
 
     async def get_response_async(self, request):
-        if self._async_view(request):
+        match = self._async_view(request)
+        if match is None:
+            return await sync_to_async(self._sync.get_response, thread_sensitive=True)(request)
+        if self._flat is None:
             return await super().get_response_async(request)
-        return await sync_to_async(self._sync.get_response, thread_sensitive=True)(request)
+        return await self._flat_response(request)
+
+    async def _flat_response(self, request):
+        set_urlconf(settings.ROOT_URLCONF)
+        flat = self._flat
+        entered, response, match = await sync_to_async(flat.before, thread_sensitive=True)(request)
+        if response is None:
+            try:
+                response = await self.make_view_atomic(match.func)(request, *match.args, **match.kwargs)
+            except Exception as exc:
+                response = await sync_to_async(flat.failed, thread_sensitive=True)(request, exc)
+            self.check_response(response, match.func)
+        response = await sync_to_async(flat.after, thread_sensitive=True)(request, entered, response)
+        response._resource_closers.append(request.close)
+        return response
 
     @staticmethod
-    def _async_view(request) -> bool:
+    def _async_view(request):
+        """The URL's match when its view is async, else None."""
         try:
             match = get_resolver().resolve(request.path_info)
         except Resolver404:
-            return False  # the 404 (or the trailing-slash redirect) comes from the sync path
-        return iscoroutinefunction(match.func)
+            return None  # the 404 (or the trailing-slash redirect) comes from the sync path
+        return match if iscoroutinefunction(match.func) else None
 
 
 def get_asgi_application() -> OneHopASGIHandler:

@@ -56,7 +56,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Innermost: lets an events token be bound to the request's user and credential.
-    "chatsite.tenancy.request_context.request_context_middleware",
+    "chatsite.tenancy.request_context.RequestContextMiddleware",
 ]
 
 ROOT_URLCONF = "chatsite.urls"

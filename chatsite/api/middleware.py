@@ -36,6 +36,7 @@ def _message(request, response) -> tuple[str, str]:
 class ApiErrorMiddleware:
     sync_capable = True
     async_capable = True
+    hooks_only = True  # its whole behaviour is the two hooks below (chatsite/asgi_handler.FlatMiddleware)
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -51,6 +52,12 @@ class ApiErrorMiddleware:
     async def _acall(self, request):
         early = self._before(request)
         return early if early is not None else self._after(request, await self.get_response(request))
+
+    def process_request(self, request):
+        return self._before(request)
+
+    def process_response(self, request, response):
+        return self._after(request, response)
 
     @staticmethod
     def _before(request):

@@ -8,8 +8,7 @@ request, thread or task sees its own). Nothing else should read it.
 """
 from contextvars import ContextVar
 
-from asgiref.sync import iscoroutinefunction
-from django.utils.decorators import sync_and_async_middleware
+from django.utils.deprecation import MiddlewareMixin
 
 _request: ContextVar = ContextVar("chatsite_request", default=None)
 
@@ -19,20 +18,15 @@ def current_request():
     return _request.get()
 
 
-@sync_and_async_middleware
-def request_context_middleware(get_response):
-    if iscoroutinefunction(get_response):
-        async def middleware(request):
-            token = _request.set(request)
-            try:
-                return await get_response(request)
-            finally:
-                _request.reset(token)
-    else:
-        def middleware(request):
-            token = _request.set(request)
-            try:
-                return get_response(request)
-            finally:
-                _request.reset(token)
-    return middleware
+class RequestContextMiddleware(MiddlewareMixin):
+    """Hooks only, so that the ASGI handler can run them in its hops
+    (chatsite/asgi_handler.py); the request is visible from process_request on, in the
+    request's context (asgiref carries a variable set in a thread hop back to the event
+    loop's task, where an async view runs)."""
+
+    def process_request(self, request):
+        _request.set(request)
+
+    def process_response(self, request, response):
+        _request.set(None)
+        return response

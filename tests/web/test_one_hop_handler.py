@@ -1,5 +1,6 @@
 """The ASGI handler serves a sync view's request in one thread hop, through the same
-middleware (chatsite/asgi_handler.py), and an async view on Django's async path."""
+middleware (chatsite/asgi_handler.py), and an async view's middleware in two hops
+around the view, which runs on the event loop."""
 import asyncio
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -20,13 +21,14 @@ def _run(coro):
         return pool.submit(asyncio.run, coro).result(60)
 
 
-def _scope(path: str) -> dict:
+def _scope(path: str, headers=()) -> dict:
     return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+            "headers": [(b"host", b"testserver"), *headers], "client": ("127.0.0.1", 1),
+            "server": ("testserver", 80)}
 
 
-async def _get(path: str, monkeypatch) -> tuple[dict, bytes, list[str]]:
+async def _get(path: str, monkeypatch, headers=()) -> tuple[dict, bytes, list[str]]:
     """The response start, its body, and what was run through sync_to_async meanwhile."""
     hops, call = [], SyncToAsync.__call__
 
@@ -35,7 +37,7 @@ async def _get(path: str, monkeypatch) -> tuple[dict, bytes, list[str]]:
         return await call(self, *args, **kwargs)
 
     monkeypatch.setattr(SyncToAsync, "__call__", counted)
-    comm = ApplicationCommunicator(OneHopASGIHandler(), _scope(path))
+    comm = ApplicationCommunicator(OneHopASGIHandler(), _scope(path, headers))
     await comm.send_input({"type": "http.request", "body": b""})
     start = await comm.receive_output(10)
     body = b""
@@ -60,9 +62,45 @@ def test_a_sync_view_is_served_in_one_hop_with_every_middleware(monkeypatch):
     assert len(hops) <= 3, hops
 
 
-def test_an_async_view_keeps_the_async_path(monkeypatch):
+def _headers(start) -> dict:
+    return {k.decode().lower(): v.decode() for k, v in start["headers"]}
+
+
+def test_an_async_view_runs_every_middleware_in_two_hops(monkeypatch):
     start, body, hops = _run(_get("/v1/models", monkeypatch))
     assert start["status"] == 401
     assert json.loads(body)["error"]["code"] == "missing_api_key"
+    headers = _headers(start)
+    assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
     assert "BaseHandler.get_response" not in hops
+    # The middleware's hooks: every process_request and process_view in one hop, every
+    # process_response in another (Django's async path took one per hook: 13 here).
+    assert [h for h in hops if h.startswith("FlatMiddleware.")] == ["FlatMiddleware.before",
+                                                                    "FlatMiddleware.after"], hops
+    assert not [h for h in hops if "process_" in h], hops
 
+
+def test_an_exception_in_an_async_view_is_answered_and_passes_the_response_hooks(monkeypatch):
+    from django.urls import ResolverMatch
+
+    from chatsite import asgi_handler
+
+    async def raising(request, *args, **kwargs):
+        raise RuntimeError("a bug in the view")
+
+    class Resolver:  # every URL is the raising view
+        def resolve(self, path):
+            return ResolverMatch(raising, (), {}, route=path)
+
+    monkeypatch.setattr(asgi_handler, "get_resolver", lambda urlconf=None: Resolver())
+
+    async def run():
+        comm = ApplicationCommunicator(OneHopASGIHandler(), _scope("/v1/models"))
+        await comm.send_input({"type": "http.request", "body": b""})
+        start = await comm.receive_output(10)
+        return start, (await comm.receive_output(10)).get("body", b"")
+
+    start, body = _run(run())
+    assert start["status"] == 500
+    assert json.loads(body)["error"]["code"] == "server_error"  # ApiErrorMiddleware's process_response
+    assert _headers(start)["x-frame-options"] == "DENY"  # and the others'
