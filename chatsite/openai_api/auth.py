@@ -14,11 +14,23 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="v1"'}
 
 async def authenticate(request) -> ApiKey:
     """The request's live API key, or OpenAIError 401."""
+    return _checked(await sync_to_async(api_key_authenticate)(_token(request)))
+
+
+def authenticate_sync(request) -> ApiKey:
+    """authenticate(), for code already off the event loop."""
+    return _checked(api_key_authenticate(_token(request)))
+
+
+def _token(request) -> str:
     token = bearer_token(request.headers.get("Authorization"))
     if token is None:
         raise OpenAIError(401, "missing_api_key", "You didn't provide an API key. Send it as "
                           "'Authorization: Bearer KEY'; create one with POST /api/keys/.", headers=CHALLENGE)
-    key = await sync_to_async(api_key_authenticate)(token)
+    return token
+
+
+def _checked(key: ApiKey | None) -> ApiKey:
     if key is None:
         raise OpenAIError(401, "invalid_api_key", "The API key is invalid or has been revoked; check it, "
                           "or create a new one with POST /api/keys/.", headers=CHALLENGE)

@@ -9,6 +9,7 @@ has a run for each, read together (chatsite.runs.stream.follow_all).
 import functools
 import logging
 from contextlib import aclosing
+from dataclasses import dataclass, field
 
 import redis
 from asgiref.sync import sync_to_async
@@ -18,11 +19,12 @@ from django.views.decorators.csrf import csrf_exempt
 
 from chatsite.errors import ServiceError
 from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
-from chatsite.openai_api.auth import authenticate, json_body, require_method
+from chatsite.openai_api.auth import authenticate, authenticate_sync, json_body, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.pools.selectors import pools_for_tenant
+from chatsite.quotas.selectors import quota_allowances
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
@@ -53,9 +55,38 @@ def openai_view(view):
     return csrf_exempt(wrapper)
 
 
-def _submit(key, req: CompletionRequest, idempotency_key: str) -> tuple[list[GenerationRun], bool]:
-    submitted = completion_submit(key=key, request=req, idempotency_key=idempotency_key)
-    return submitted.runs, submitted.replayed
+@dataclass
+class Admitted:
+    """What a completion call's one thread hop brings back: the answer to send at once
+    (`refused`), or the runs to follow; and the tenant's rate-limit headers, read after
+    the call's own admission (so they count it)."""
+    refused: object = None
+    req: CompletionRequest | None = None
+    runs: list = field(default_factory=list)
+    replayed: bool = False
+    limits: dict = field(default_factory=dict)
+
+
+def _admit(request, parse) -> Admitted:
+    """The key, the request, its runs, and the rate-limit headers, in one thread hop
+    (each sync_to_async costs the event loop's thread a hop there and back)."""
+    try:
+        require_method(request, "POST")
+        key = authenticate_sync(request)
+    except OpenAIError as exc:
+        return Admitted(refused=error_response(exc.status, exc.code, exc.message, exc.param, exc.headers))
+    out = Admitted()
+    try:
+        out.req = parse(json_body(request))
+        submitted = completion_submit(key=key, request=out.req,
+                                      idempotency_key=request.headers.get("Idempotency-Key", ""))
+        out.runs, out.replayed = submitted.runs, submitted.replayed
+    except OpenAIError as exc:
+        out.refused = error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    except ServiceError as exc:
+        out.refused = _service_error(exc, out.req)
+    out.limits = ratelimit.headers(quota_allowances(key.tenant))
+    return out
 
 
 def _finalized(runs: list[GenerationRun]) -> list[GenerationRun]:
@@ -96,22 +127,17 @@ async def text_completions(request):
 
 
 async def _completion(request, parse, shape: wire.ChatShape):
-    """Authenticate, then answer the completion; the tenant's rate-limit headers on every answer."""
-    key, refused = await _authenticated(request, "POST")
-    if refused is not None:
-        return refused
-    return await ratelimit.add_headers(await _answer(request, key, parse, shape), key.tenant)
+    """Authenticate and admit (one thread hop), then answer the completion; the tenant's
+    rate-limit headers on every answer but a 401."""
+    admitted = await sync_to_async(_admit)(request, parse)
+    response = admitted.refused or await _answer(admitted, shape)
+    for name, value in admitted.limits.items():
+        response[name] = value
+    return response
 
 
-async def _answer(request, key, parse, shape: wire.ChatShape):
-    req = None
-    try:
-        req = parse(json_body(request))
-        runs, replayed = await sync_to_async(_submit)(key, req, request.headers.get("Idempotency-Key", ""))
-    except OpenAIError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
-    except ServiceError as exc:
-        return _service_error(exc, req)
+async def _answer(admitted: Admitted, shape: wire.ChatShape):
+    req, runs, replayed = admitted.req, admitted.runs, admitted.replayed
     shape = tools_wire.shape_for(runs[0], shape)  # a run with tools (one choice) reads its reply as calls
     # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
