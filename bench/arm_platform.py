@@ -104,6 +104,52 @@ class Client:
         return req
 
 
+class OpenAIClient:
+    """The platform through its OpenAI-compatible API: one streamed POST
+    /v1/chat/completions per request (a new conversation each), as an SDK sends it.
+    A chunk does not say how many tokens it carries, so each request's tokens (the
+    usage chunk's count) are spread evenly over its content chunks: tok/s, TTFT and
+    end-to-end times are exact, ITL and tokens per event are averages per request."""
+
+    def __init__(self, url: str, key: str, http):
+        self.url, self.http = url, http
+        self.auth = {"Authorization": f"Bearer {key}"}
+
+    async def turn(self, content: str, *, max_tokens: int = common.OUTPUT_TOKENS) -> common.Request:
+        body = {"model": common.POOL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+                "temperature": 0.0, "top_p": 1.0, "seed": 0, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        req = common.Request(start=time.perf_counter())
+        chunks = []
+        try:
+            async with self.http.post(f"{self.url}/v1/chat/completions", json=body, headers=self.auth) as r:
+                if r.status != 200:
+                    req.error = f"POST {r.status}: {(await r.text())[:200]}"
+                    return req
+                req.run_id = int(r.headers["X-Run-Id"])
+                async for ev in sse_client.events(r):
+                    if ev.data == "[DONE]":
+                        break
+                    data = ev.json()
+                    if data.get("usage"):
+                        req.usage_tokens = data["usage"]["completion_tokens"]
+                    for choice in data.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        if "content" in delta and "role" not in delta:  # a token entry's chunk (its text may
+                            chunks.append(ev.t)                         # be empty: a token held back by the
+                            req.text += delta["content"] or ""          # detokenizer), not the opening one
+                        if "error" in data:
+                            req.error = f"stream error: {ev.data[:200]}"
+            if chunks and req.usage_tokens:
+                share, extra = divmod(req.usage_tokens, len(chunks))
+                req.arrivals = [(t, share + (i < extra)) for i, t in enumerate(chunks)]
+        except Exception as exc:
+            req.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            req.end = time.perf_counter()
+        return req
+
+
 def check_saved(stack: Stack, reqs: list[common.Request], timeout: float = 60) -> dict:
     """Tokens the client saw = usage reported = completion_tokens saved, and the saved
     reply is the streamed text, byte for byte."""
@@ -206,8 +252,43 @@ class PlatformArm:
                 await p.wait()
         return out
 
+    async def level_openai(self, c: int) -> tuple[list[common.Request], float, dict]:
+        """One level through /v1/chat/completions (arm d): the same processes."""
+        client = OpenAIClient(self.url, self.key, self.client.http)
+        await self._wait_for_connections(c)
+        with self.stack.pg_connections() as pg:
+            reqs, wall = await common.drive(c, common.requests_for(c),
+                                            lambda i: client.turn(self.prompts[i % len(self.prompts)][0]))
+        return reqs, wall, {"delays": [], "post_retries": 0, "pg_peak": pg.peak, "snapshots": 0,
+                            "pg_mean_lock_waiters": pg.mean_lock_waiters, "pg_server_peak": pg.server_peak}
+
     def stop(self) -> None:
         self.stack.stop()
+
+
+class PlatformOpenAIArm:
+    """Arm (d): arm (c)'s platform (the same web, worker and engine) driven through
+    the OpenAI-compatible API instead of the REST API's POST and SSE GET."""
+
+    def __init__(self, platform: PlatformArm):
+        self.platform = platform
+
+    def start(self) -> None:  # arm (c) starts and stops the processes
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    @property
+    def pids(self) -> dict:
+        return self.platform.pids
+
+    @property
+    def stack(self) -> Stack:
+        return self.platform.stack
+
+    async def level(self, c: int):
+        return await self.platform.level_openai(c)
 
 
 def main(out: str, levels: list[int], profile: bool) -> None:

@@ -1,8 +1,9 @@
 """Side by side: (a) vLLM AsyncLLM in process, (b) vLLM's own OpenAI server,
-(c) the platform end to end; same model, same pinned engine arguments, same
-prompts, same output length.
+(c) the platform end to end through its REST API (POST a message, GET its SSE), and
+with --openai (d) the same platform processes through a streamed /v1/chat/completions;
+same model, same pinned engine arguments, same prompts, same output length.
 
-    .venv/bin/python -m bench.compare [--reps 2] [--levels 1,8,32,64] [--profile] [--tag NAME]
+    .venv/bin/python -m bench.compare [--reps 2] [--levels 1,8,32,64] [--openai] [--profile] [--tag NAME]
 
 The machine is shared (other sessions' test suites and model builds come and go),
 so the arms are interleaved instead of run one after the other: all three are
@@ -23,7 +24,7 @@ import time
 from collections import defaultdict
 
 from bench import common, report, sse_client
-from bench.arm_platform import PlatformArm, check_saved
+from bench.arm_platform import PlatformArm, PlatformOpenAIArm, check_saved
 from bench.arm_server import ServerArm
 
 
@@ -138,7 +139,7 @@ def pooled(arm: str, runs: list, arm_pids: dict, stack=None) -> dict:
     out["cpu"] = {"wall_s": sum(cpu["wall_s"] for _, _, cpu, _ in runs), "proc_cpu_s": proc, "ours_cpu_s": ours,
                   "machine_busy_s": sum(cpu["machine_busy_s"] for _, _, cpu, _ in runs),
                   "machine_cores": os.cpu_count()}
-    if arm == "c":
+    if arm in ("c", "d"):
         delays = [d for _, _, _, e in runs for d in e["delays"]]
         out.update(post_retries=sum(e["post_retries"] for _, _, _, e in runs),
                    snapshots=sum(e.get("snapshots", 0) for _, _, _, e in runs),
@@ -182,6 +183,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--profile", action="store_true", help="py-spy the web process and the worker after the levels")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--openai", action="store_true",
+                    help="add arm (d): the platform of arm (c) through streamed /v1/chat/completions")
     ap.add_argument("--colocate-baselines", action="store_true",
                     help="give arms (a) and (b) the platform's engine-core placement too (default: vLLM as shipped)")
     a = ap.parse_args()
@@ -191,8 +194,11 @@ def main() -> None:
     levels = [int(x) for x in a.levels.split(",")]
     prompts = common.make_contents(max(map(common.requests_for, levels)))
     slots = max(64, *levels)
-    summary, res = run_phase({"a": EngineProc(), "b": ServerArm(prompts), "c": PlatformArm(prompts, worker_slots=slots)},
-                             levels, a.reps, a.profile)
+    platform = PlatformArm(prompts, worker_slots=slots)
+    arms = {"a": EngineProc(), "b": ServerArm(prompts), "c": platform}
+    if a.openai:
+        arms["d"] = PlatformOpenAIArm(platform)
+    summary, res = run_phase(arms, levels, a.reps, a.profile)
     lengths = sorted({len(ids) for _, ids in prompts})
     prompt_tokens = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
     meta = {"prompt_tokens": prompt_tokens, "reps": a.reps, "colocated_baselines": a.colocate_baselines, "idle_cpu_s": res["idle"], "profile": res["profile"],

@@ -19,9 +19,10 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
-ARM_NAMES = {"a": "(a) vLLM AsyncLLM in process", "b": "(b) vLLM OpenAI server", "c": "(c) platform end to end"}
-ORDER = ("a", "b", "c")
-BASELINE = {"c": "b"}  # the server arm measured alongside the platform arm
+ARM_NAMES = {"a": "(a) vLLM AsyncLLM in process", "b": "(b) vLLM OpenAI server", "c": "(c) platform end to end",
+             "d": "(d) platform, /v1 stream"}
+ORDER = ("a", "b", "c", "d")
+BASELINE = {"c": "b", "d": "b"}  # the server arm measured alongside the platform arms
 
 
 def comparison_table(arms: dict) -> str:
@@ -55,7 +56,7 @@ def ratio_table(arms: dict) -> str:
     div = lambda x, y: (x / y) if (x is not None and y) else None  # noqa: E731
     sub = lambda x, y: (x - y) if (x is not None and y is not None) else None  # noqa: E731
     for c in sorted({int(k) for d in arms.values() for k in d["levels"]}):
-        for arm in ("c",):
+        for arm in ("c", "d"):
             get = lambda key: arms.get(key, {}).get("levels", {}).get(str(c))  # noqa: E731
             cc, a, b = get(arm), get("a"), get(BASELINE[arm])
             if cc is None:
