@@ -54,6 +54,10 @@ class LimitedWebRequest(daphne.http_protocol.WebRequest):
         super().handleContentChunk(data)
 
     def requestReceived(self, command, path, version):
+        # Twisted parses a POST's form body into request.args (the Content-Type header
+        # through the email package, 33 us, and a multipart upload whole); daphne never
+        # reads them: it hands the raw body to the app, which parses it once.
+        self._parsePOSTFormSubmission = False
         if not self._refused:
             super().requestReceived(command, path, version)
 
