@@ -2,7 +2,7 @@
 SSE setup, the claim, the engine hand-off and the finalize, in every process.
 
     .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--history N] [--root DIR]
-                                      [--profile] [--tag X]
+                                      [--surface rest|v1] [--profile] [--tag X]
 
 One-token runs on the fake engine (zero step time), `concurrency` clients each
 posting a message and reading its events to the end, over and over; the stack's
@@ -12,6 +12,8 @@ with --profile writes py-spy profiles of the web and the worker under bench/out/
 `--history N` first fills the runs table with N finished runs (spread over the last
 week), as a platform that has served a while has: a query whose cost grows with the
 table shows here. `--root DIR` runs another checkout's code (an A/B of a change).
+`--surface v1` sends each run as one streamed POST /v1/chat/completions (a new
+conversation each) instead of the REST API's message POST and events GET.
 """
 import argparse
 import asyncio
@@ -20,7 +22,7 @@ import subprocess
 import time
 
 from bench import common, report, sse_client
-from bench.arm_platform import Client
+from bench.arm_platform import Client, OpenAIClient
 from bench.platform_stack import Stack
 
 HISTORY_SQL = """
@@ -49,44 +51,17 @@ def fill_history(stack, n: int) -> None:
 CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 
-async def openai_turn(http, url: str, key: str) -> common.Request:
-    """One streamed /v1/chat/completions call (a new conversation each), read to [DONE]."""
-    req = common.Request(start=time.perf_counter())
-    body = {"model": common.POOL, "messages": [{"role": "user", "content": CONTENT}], "max_tokens": 1,
-            "temperature": 0.0, "seed": 0, "stream": True}
-    try:
-        async with http.post(f"{url}/v1/chat/completions", json=body,
-                             headers={"Authorization": f"Bearer {key}"}) as resp:
-            if resp.status != 200:
-                req.error = f"POST {resp.status}: {(await resp.text())[:200]}"
-                return req
-            req.run_id = int(resp.headers["X-Run-Id"])
-            async for ev in sse_client.events(resp):
-                if ev.data == "[DONE]":
-                    break
-                delta = (ev.json()["choices"] or [{}])[0].get("delta", {})
-                if delta.get("content"):
-                    req.arrivals.append((ev.t, 1))
-                    req.text += delta["content"]
-        req.error = ""
-    except Exception as exc:
-        req.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        req.end = time.perf_counter()
-    return req
-
-
 async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "",
                 surface: str = "rest") -> dict:
     chats = stack.make_chats(runs + 4 * concurrency) if surface == "rest" else range(runs + 4 * concurrency)
     todo = iter(chats)
     reqs: list[common.Request] = []
     async with sse_client.session(limit=0) as http:
-        client = Client(url, key, http)
+        client, openai = Client(url, key, http), OpenAIClient(url, key, http)
 
         def turn(chat):
             if surface == "v1":
-                return openai_turn(http, url, key)
+                return openai.turn(CONTENT, max_tokens=1)
             return client.turn(chat, CONTENT, max_tokens=1)
 
         async def one_client():
