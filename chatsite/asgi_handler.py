@@ -10,7 +10,9 @@ request, ~90 us of CPU each on this machine.
   two hops: every process_request and process_view before the view, every
   process_response after it (`FlatMiddleware`); the view itself stays on the event
   loop. This needs every middleware to be hooks only (MiddlewareMixin's shape); with
-  one that is not, async views keep Django's own async path.
+  one that is not, async views keep Django's own async path. A request without a
+  session cookie (an API client's) runs them on the event loop, no hop at all, when
+  every middleware is one known to reach no database or file then (INLINE_SAFE).
 The middleware, the views and what they return are the same either way.
 """
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -22,6 +24,22 @@ from django.core.handlers.exception import response_for_exception
 from django.urls import Resolver404, get_resolver, set_urlconf
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
+
+
+# Middleware whose hooks read and write only the request and the response (headers,
+# cookies) unless the request carries a session: FlatMiddleware runs them on the event
+# loop for a request without one (any other middleware in settings turns that off).
+INLINE_SAFE = frozenset({
+    "chatsite.api.middleware.ApiErrorMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "chatsite.tenancy.request_context.RequestContextMiddleware",
+})
 
 
 def _unused(request):  # pragma: no cover - a flat middleware's get_response is never called
@@ -49,9 +67,30 @@ class FlatMiddleware:
             if not _hooks_only(mw) or hasattr(mw, "process_template_response"):
                 raise TypeError(f"middleware {path} is not hooks only")
             self.layers.append(mw)
+        self.inline_safe = not settings.CSRF_USE_SESSIONS and all(
+            f"{type(mw).__module__}.{type(mw).__qualname__}" in INLINE_SAFE for mw in self.layers)
         self.view_hooks = [mw.process_view for mw in self.layers if hasattr(mw, "process_view")]
         self.exception_hooks = [mw.process_exception for mw in reversed(self.layers)
                                 if hasattr(mw, "process_exception")]
+
+    def inline_before(self, request) -> bool:
+        """Whether `before` may run on the event loop: every middleware is one whose
+        request hooks touch no database or file unless the request carries a session
+        (Django's session, auth and messages middleware read the session lazily, and only
+        through its cookie), and this request carries none. An API client's request,
+        bearer-authenticated, saves a thread hop."""
+        return self.inline_safe and settings.SESSION_COOKIE_NAME not in request.COOKIES
+
+    def inline_after(self, request, response) -> bool:
+        """Whether `after` may run on the event loop: as inline_before, and the view left
+        nothing to save (no session written, no message added) and no error to log."""
+        if not self.inline_before(request) or response.status_code >= 400 or hasattr(response, "render"):
+            return False
+        session = getattr(request, "session", None)
+        if session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST):
+            return False
+        messages = getattr(request, "_messages", None)
+        return messages is None or not (messages.used or messages.added_new)
 
     def before(self, request):
         """(layers entered, the response if one answered before the view, the view match)."""
@@ -136,14 +175,20 @@ class OneHopASGIHandler(ASGIHandler):
     async def _flat_response(self, request):
         set_urlconf(settings.ROOT_URLCONF)
         flat = self._flat
-        entered, response, match = await sync_to_async(flat.before, thread_sensitive=True)(request)
+        if flat.inline_before(request):
+            entered, response, match = flat.before(request)
+        else:
+            entered, response, match = await sync_to_async(flat.before, thread_sensitive=True)(request)
         if response is None:
             try:
                 response = await self.make_view_atomic(match.func)(request, *match.args, **match.kwargs)
             except Exception as exc:
                 response = await sync_to_async(flat.failed, thread_sensitive=True)(request, exc)
             self.check_response(response, match.func)
-        response = await sync_to_async(flat.after, thread_sensitive=True)(request, entered, response)
+        if flat.inline_after(request, response):
+            response = flat.after(request, entered, response)
+        else:
+            response = await sync_to_async(flat.after, thread_sensitive=True)(request, entered, response)
         response._resource_closers.append(request.close)
         return response
 

@@ -66,18 +66,54 @@ def _headers(start) -> dict:
     return {k.decode().lower(): v.decode() for k, v in start["headers"]}
 
 
-def test_an_async_view_runs_every_middleware_in_two_hops(monkeypatch):
-    start, body, hops = _run(_get("/v1/models", monkeypatch))
+def _middleware_hops(hops) -> list[str]:
+    assert not [h for h in hops if "process_" in h], hops  # never one hop per hook
+    return [h for h in hops if h.startswith("FlatMiddleware.")]
+
+
+def test_an_async_view_runs_every_middleware_in_at_most_two_hops(monkeypatch):
+    """With a session cookie (a browser's), every process_request and process_view in one
+    hop, every process_response in another (Django's async path took one per hook: 13
+    here)."""
+    start, body, hops = _run(_get("/v1/models", monkeypatch, headers=[(b"cookie", b"sessionid=abc")]))
     assert start["status"] == 401
     assert json.loads(body)["error"]["code"] == "missing_api_key"
     headers = _headers(start)
     assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
     assert "BaseHandler.get_response" not in hops
-    # The middleware's hooks: every process_request and process_view in one hop, every
-    # process_response in another (Django's async path took one per hook: 13 here).
-    assert [h for h in hops if h.startswith("FlatMiddleware.")] == ["FlatMiddleware.before",
-                                                                    "FlatMiddleware.after"], hops
-    assert not [h for h in hops if "process_" in h], hops
+    assert _middleware_hops(hops) == ["FlatMiddleware.before", "FlatMiddleware.after"], hops
+
+
+def test_an_api_clients_request_runs_the_middleware_on_the_event_loop(monkeypatch):
+    """No session cookie: the hooks cannot reach the database, so no hop for them (an
+    error answer's response hooks still hop: Django logs it there)."""
+    start, body, hops = _run(_get("/v1/models", monkeypatch))
+    assert start["status"] == 401 and _headers(start)["x-frame-options"] == "DENY"
+    assert _middleware_hops(hops) == ["FlatMiddleware.after"], hops
+
+    from django.http import JsonResponse
+    from django.urls import ResolverMatch
+
+    from chatsite import asgi_handler
+    from chatsite.tenancy.request_context import current_request
+
+    seen = []
+
+    async def view(request, *args, **kwargs):
+        seen.append(current_request() is request)
+        return JsonResponse({"ok": True})
+
+    class Resolver:
+        def resolve(self, path):
+            return ResolverMatch(view, (), {}, route=path)
+
+    monkeypatch.setattr(asgi_handler, "get_resolver", lambda urlconf=None: Resolver())
+    start, body, hops = _run(_get("/v1/models", monkeypatch))
+    assert start["status"] == 200 and json.loads(body) == {"ok": True}
+    headers = _headers(start)
+    assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+    assert _middleware_hops(hops) == [], hops
+    assert seen == [True]  # RequestContextMiddleware's process_request ran before the view
 
 
 def test_an_exception_in_an_async_view_is_answered_and_passes_the_response_hooks(monkeypatch):
