@@ -171,6 +171,9 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
     chat, = _INSERT_CHAT.save(Chat(tenant=tenant, owner=owner, pool=pool, listed=False,
                                    current_leaf_id=ids[-1] if ids else None))
     _write_chain(chat, ids, rows, parent=None)
+    # What admission would read back under the chat's lock (chatsite.runs.services.admission):
+    # the path's end and its depth. No other transaction can see this chat before ours commits.
+    chat.created_path_end = (ids[-1], len(ids) - 1) if ids else (None, None)
     return chat
 
 

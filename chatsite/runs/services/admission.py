@@ -281,16 +281,21 @@ def _messages(chat: Chat, turn: Turn, leaf: tuple[int | None, int | None],
 
 def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     pool, sampling = order.pool, order.sampling
-    with connection.cursor() as cur:
-        cur.execute(_LOCK_CHAT, [chat.pk])
-        chat.current_leaf_id, chat.title, chat.system_prompt, chat.listed = cur.fetchone()
+    created = getattr(chat, "created_path_end", None)  # a chat this transaction wrote (a /v1 call's)
+    if created is None:
+        with connection.cursor() as cur:
+            cur.execute(_LOCK_CHAT, [chat.pk])
+            chat.current_leaf_id, chat.title, chat.system_prompt, chat.listed = cur.fetchone()
     # A concurrent request with the same key may have committed while we waited for the lock.
     existing = _existing(chat, order.idempotency_key) if order.idempotency_key else None
     if existing is not None:
         return existing
-    active, *leaf = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk, list(ACTIVE)])
-    if active is not None:
-        raise ReplyInProgress(active)
+    if created is None:
+        active, *leaf = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk, list(ACTIVE)])
+        if active is not None:
+            raise ReplyInProgress(active)
+    else:  # nobody else can see it yet: no lock to wait for, no reply in progress, its path as written
+        leaf = created
     asked, replies, anchor = _messages(chat, turn, tuple(leaf), order.choices)
     reply = replies[0]
     if not chat.title and turn.kind == SEND:
