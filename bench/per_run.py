@@ -122,8 +122,7 @@ def main() -> None:
     rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
     data.update(history=a.history, root=a.root)
     text = (f"{data['ok']} one-token runs through {a.surface} ({a.concurrency} clients, fake engine, {a.history} "
-            f"earlier runs in the "
-            f"table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "
+            f"earlier runs in the table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "
             f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"
             + report.table(["process", "CPU ms per run"], rows)
             + f"\nplatform (web + worker + redis + postgres): {data['platform_ms_per_run']:.1f} ms per run"

@@ -22,6 +22,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 from django.core.handlers.exception import response_for_exception
 from django.urls import Resolver404, get_resolver, set_urlconf
+from django.utils.deprecation import MiddlewareMixin
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
@@ -53,8 +54,8 @@ class FlatMiddleware:
     it, then its process_response; an exception in a layer becomes a response there
     (convert_exception_to_response) that the outer layers' process_response still see.
     Run flat, the same order and the same rules: `before` runs process_request layer by
-    layer (a layer answering, or raising, ends the walk inward), then resolves the URL
-    and runs process_view; `after` runs process_response for the layers entered,
+    layer (a layer answering, or raising, ends the walk inward), then runs process_view
+    on the view the handler resolved (again if a hook set request.urlconf); `after` runs process_response for the layers entered,
     innermost first."""
 
     def __init__(self):
@@ -92,7 +93,7 @@ class FlatMiddleware:
         messages = getattr(request, "_messages", None)
         return messages is None or not (messages.used or messages.added_new)
 
-    def before(self, request):
+    def before(self, request, match):
         """(layers entered, the response if one answered before the view, the view match)."""
         for i, mw in enumerate(self.layers):
             hook = getattr(mw, "process_request", None)
@@ -106,7 +107,9 @@ class FlatMiddleware:
                 return i + 1, response, None
         entered = len(self.layers)
         try:
-            match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
+            if hasattr(request, "urlconf"):  # a process_request chose another URLconf
+                set_urlconf(request.urlconf)
+                match = get_resolver(request.urlconf).resolve(request.path_info)
             request.resolver_match = match
             for hook in self.view_hooks:
                 response = hook(request, match.func, match.args, match.kwargs)
@@ -149,8 +152,6 @@ class FlatMiddleware:
 def _hooks_only(mw) -> bool:
     """A middleware whose whole behaviour is its hooks: Django's MiddlewareMixin, or a
     class of ours that says so (`hooks_only = True`)."""
-    from django.utils.deprecation import MiddlewareMixin
-
     return isinstance(mw, MiddlewareMixin) or getattr(mw, "hooks_only", False)
 
 
@@ -170,15 +171,15 @@ class OneHopASGIHandler(ASGIHandler):
             return await sync_to_async(self._sync.get_response, thread_sensitive=True)(request)
         if self._flat is None:
             return await super().get_response_async(request)
-        return await self._flat_response(request)
+        return await self._flat_response(request, match)
 
-    async def _flat_response(self, request):
+    async def _flat_response(self, request, match):
         set_urlconf(settings.ROOT_URLCONF)
         flat = self._flat
         if flat.inline_before(request):
-            entered, response, match = flat.before(request)
+            entered, response, match = flat.before(request, match)
         else:
-            entered, response, match = await sync_to_async(flat.before, thread_sensitive=True)(request)
+            entered, response, match = await sync_to_async(flat.before, thread_sensitive=True)(request, match)
         if response is None:
             try:
                 response = await self.make_view_atomic(match.func)(request, *match.args, **match.kwargs)

@@ -128,7 +128,7 @@ async def text_completions(request):
 
 async def _completion(request, parse, shape: wire.ChatShape):
     """Authenticate and admit (one thread hop), then answer the completion; the tenant's
-    rate-limit headers on every answer but a 401."""
+    rate-limit headers on every answer but a 401 or a 405 (no key read yet)."""
     admitted = await sync_to_async(_admit)(request, parse)
     response = admitted.refused or await _answer(admitted, shape)
     for name, value in admitted.limits.items():

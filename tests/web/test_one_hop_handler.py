@@ -50,9 +50,13 @@ async def _get(path: str, monkeypatch, headers=()) -> tuple[dict, bytes, list[st
     return start, body, hops
 
 
+def _headers(start) -> dict:
+    return {k.decode().lower(): v.decode() for k, v in start["headers"]}
+
+
 def test_a_sync_view_is_served_in_one_hop_with_every_middleware(monkeypatch):
     start, body, hops = _run(_get("/login/", monkeypatch))
-    headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+    headers = _headers(start)
     assert start["status"] == 200 and b"<form" in body
     assert headers["x-frame-options"] == "DENY"  # XFrameOptionsMiddleware's process_response
     assert headers["x-content-type-options"] == "nosniff"  # SecurityMiddleware's
@@ -62,8 +66,17 @@ def test_a_sync_view_is_served_in_one_hop_with_every_middleware(monkeypatch):
     assert len(hops) <= 3, hops
 
 
-def _headers(start) -> dict:
-    return {k.decode().lower(): v.decode() for k, v in start["headers"]}
+def _every_url_is(monkeypatch, view) -> None:
+    """The handler resolves every path to `view` (an async view of the test's)."""
+    from django.urls import ResolverMatch
+
+    from chatsite import asgi_handler
+
+    class Resolver:
+        def resolve(self, path):
+            return ResolverMatch(view, (), {}, route=path)
+
+    monkeypatch.setattr(asgi_handler, "get_resolver", lambda urlconf=None: Resolver())
 
 
 def _middleware_hops(hops) -> list[str]:
@@ -92,9 +105,7 @@ def test_an_api_clients_request_runs_the_middleware_on_the_event_loop(monkeypatc
     assert _middleware_hops(hops) == ["FlatMiddleware.after"], hops
 
     from django.http import JsonResponse
-    from django.urls import ResolverMatch
 
-    from chatsite import asgi_handler
     from chatsite.tenancy.request_context import current_request
 
     seen = []
@@ -103,11 +114,7 @@ def test_an_api_clients_request_runs_the_middleware_on_the_event_loop(monkeypatc
         seen.append(current_request() is request)
         return JsonResponse({"ok": True})
 
-    class Resolver:
-        def resolve(self, path):
-            return ResolverMatch(view, (), {}, route=path)
-
-    monkeypatch.setattr(asgi_handler, "get_resolver", lambda urlconf=None: Resolver())
+    _every_url_is(monkeypatch, view)
     start, body, hops = _run(_get("/v1/models", monkeypatch))
     assert start["status"] == 200 and json.loads(body) == {"ok": True}
     headers = _headers(start)
@@ -117,18 +124,10 @@ def test_an_api_clients_request_runs_the_middleware_on_the_event_loop(monkeypatc
 
 
 def test_an_exception_in_an_async_view_is_answered_and_passes_the_response_hooks(monkeypatch):
-    from django.urls import ResolverMatch
-
-    from chatsite import asgi_handler
-
     async def raising(request, *args, **kwargs):
         raise RuntimeError("a bug in the view")
 
-    class Resolver:  # every URL is the raising view
-        def resolve(self, path):
-            return ResolverMatch(raising, (), {}, route=path)
-
-    monkeypatch.setattr(asgi_handler, "get_resolver", lambda urlconf=None: Resolver())
+    _every_url_is(monkeypatch, raising)
 
     async def run():
         comm = ApplicationCommunicator(OneHopASGIHandler(), _scope("/v1/models"))
