@@ -86,8 +86,8 @@ def _middleware_hops(hops) -> list[str]:
 
 def test_an_async_view_runs_every_middleware_in_at_most_two_hops(monkeypatch):
     """With a session cookie (a browser's), every process_request and process_view in one
-    hop, every process_response in another (Django's async path took one per hook: 13
-    here)."""
+    hop, every process_response in another (Django's async path took one per hook: 15
+    here, counted the same way)."""
     start, body, hops = _run(_get("/v1/models", monkeypatch, headers=[(b"cookie", b"sessionid=abc")]))
     assert start["status"] == 401
     assert json.loads(body)["error"]["code"] == "missing_api_key"
