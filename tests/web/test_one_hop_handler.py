@@ -139,3 +139,49 @@ def test_an_exception_in_an_async_view_is_answered_and_passes_the_response_hooks
     assert start["status"] == 500
     assert json.loads(body)["error"]["code"] == "server_error"  # ApiErrorMiddleware's process_response
     assert _headers(start)["x-frame-options"] == "DENY"  # and the others'
+
+
+def test_a_request_runs_on_one_leased_thread_and_the_next_request_reuses_it():
+    """Every thread-sensitive call of a request (its signals, the view) runs on one thread,
+    as in Django; a request that ends gives its thread back: the next one runs there, with
+    no thread started for it. Two requests at once hold two threads."""
+    import threading
+
+    from django.core.signals import request_finished, request_started
+
+    seen: list[tuple[str, int]] = []
+
+    def started(**kwargs):
+        seen.append(("started", threading.get_ident()))
+
+    def finished(**kwargs):
+        seen.append(("finished", threading.get_ident()))
+
+    async def one(handler, path="/login/"):
+        comm = ApplicationCommunicator(handler, _scope(path))
+        await comm.send_input({"type": "http.request", "body": b""})
+        assert (await comm.receive_output(10))["status"] == 200
+        await comm.receive_output(10)
+        await comm.wait(10)
+
+    async def run():
+        handler = OneHopASGIHandler()
+        await one(handler)
+        threads_after_first = threading.active_count()
+        await one(handler)
+        sequential = list(seen)
+        seen.clear()
+        await asyncio.gather(one(handler), one(handler))
+        return sequential, threads_after_first, threading.active_count()
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        sequential, threads_after_first, threads_at_end = _run(run())
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    assert [what for what, _ in sequential] == ["started", "finished"] * 2, sequential
+    assert len({ident for _, ident in sequential}) == 1, sequential  # one thread for both requests
+    assert len({ident for _, ident in seen}) == 2, seen  # concurrent requests: a thread each
+    assert threads_at_end == threads_after_first + 1  # the second one's thread, started once
