@@ -95,6 +95,43 @@ class Insert:
             cur.execute(sql, params)
             ids = [r[0] for r in cur.fetchall()]  # in the VALUES order (as bulk_create relies on)
         for obj, pk in zip(objs, ids):
-            setattr(obj, self.pk.attname, pk)
-            obj._state.adding, obj._state.db = False, connection.alias
+            _saved(obj, self.pk.attname, pk)
         return objs
+
+    def save_with_children(self, parent, children: list, *, link: str):
+        """Insert `parent`, then `children` (at least one) with their foreign key `link`
+        set to it, in one statement: a data-modifying CTE inserts the parent and the
+        statement inserts the children below it (a turn's question and its replies in one
+        round trip, not two). Returns (parent, children), saved."""
+        if not children:
+            raise ValueError("save_with_children needs at least one child")
+        key = (link, len(children))
+        sql = self._sql.get(key)
+        if sql is None:
+            column = self.pk.model._meta.get_field(link).column
+            casts = ", ".join(f'p."{self.pk.column}"' if f.column == column else f"%s::{f.cast_db_type(connection)}"
+                              for f in self.fields)
+            child = f"SELECT {casts} FROM p"
+            sql = (f'WITH p AS ({self.head}{self.row} RETURNING "{self.pk.column}") '
+                   f'{self.head.removesuffix("VALUES ")}{" UNION ALL ".join([child] * len(children))} '
+                   f'RETURNING "{self.pk.column}", "{column}"')
+            if len(children) < PREPARED_ROWS:
+                self._sql[key] = prepared(sql)
+        link_attname = self.pk.model._meta.get_field(link).attname
+        params = [f.get_db_prep_save(f.pre_save(parent, True), connection) for f in self.fields]
+        for obj in children:
+            params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in self.fields
+                       if f.attname != link_attname]
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            rows = cur.fetchall()  # the children, in their order (as bulk_create relies on)
+        _saved(parent, self.pk.attname, rows[0][1])  # each child's RETURNING gives its link too
+        for obj, (pk, _) in zip(children, rows):
+            setattr(obj, link, parent)  # the link's id, and the parent kept as its cached instance
+            _saved(obj, self.pk.attname, pk)
+        return parent, children
+
+
+def _saved(obj, pk_attname: str, pk) -> None:
+    setattr(obj, pk_attname, pk)
+    obj._state.adding, obj._state.db = False, connection.alias

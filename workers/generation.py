@@ -59,7 +59,6 @@ def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
     run, run_id = claim.run, claim.run.pk
     rt.heartbeat.hold(run_id, claim.lease_token, since=since)
     try:
-        affinity_pin(chat_id=run.chat_id, worker=rt.worker_name)
         outcome = _generate_claimed(rt, run, claim.lease_token)
     finally:
         rt.heartbeat.drop(run_id)
@@ -109,7 +108,10 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
         return outcome
 
-    reply, cancel_asked = stream_log.read_with_cancel(run.pk)  # what earlier attempts already streamed
+    # What earlier attempts already streamed, and the chat pinned to this worker (its prefix
+    # is about to be in this engine's cache), in one round trip.
+    reply, cancel_asked = stream_log.read_with_cancel(
+        run.pk, also=lambda pipe: affinity_pin(chat_id=run.chat_id, worker=rt.worker_name, redis=pipe))
     if reply.gap is not None:
         return end(codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed")
     if cancel_asked:

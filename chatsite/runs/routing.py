@@ -37,18 +37,20 @@ def worker_is_available(beat: dict | None, pool: str) -> bool:
 
 
 def queue_for(run: GenerationRun) -> str:
-    """The queue for a run: its chat's pinned worker if available, else the pool's tier queue."""
+    """The queue for a run: its chat's pinned worker if available, else the pool's tier queue.
+    A run its admission marked `unpinned` (the one choice of a chat it made: a /v1 call's) has none."""
     pool = run.pool.name
-    if run.tier == GenerationRun.Tier.INTERACTIVE and affinity_enabled():
+    if run.tier == GenerationRun.Tier.INTERACTIVE and affinity_enabled() and not getattr(run, "unpinned", False):
         worker = get_redis().get(redis_keys.chat_affinity(run.chat_id))
         if worker and worker_is_available(live_workers().get(worker), pool):
             return queues.worker_queue(worker)
     return queues.pool_queue(pool, run.tier)
 
 
-def affinity_pin(*, chat_id: int, worker: str) -> None:
-    """Remember the worker now holding this chat's prefix in its cache."""
-    get_redis().set(redis_keys.chat_affinity(chat_id), worker, ex=AFFINITY_TTL_SECONDS)
+def affinity_pin(*, chat_id: int, worker: str, redis=None) -> None:
+    """Remember the worker now holding this chat's prefix in its cache (through `redis`,
+    a caller's pipeline, when given)."""
+    (redis or get_redis()).set(redis_keys.chat_affinity(chat_id), worker, ex=AFFINITY_TTL_SECONDS)
 
 
 def worker_for_choices(workers: dict[str, dict], pool: str, count: int) -> str | None:

@@ -83,6 +83,18 @@ def test_a_new_attempt_reads_the_reply_so_far_and_the_cancel_together():
     assert (reply.exists, reply.text, cancel) == (False, "", True)
 
 
+def test_the_caller_adds_its_commands_to_that_round_trip():
+    """The worker pins the chat to itself in the same round trip (workers/generation.py)."""
+    holder = lease.acquire(RUN, "w1")
+    log.append([Write(RUN, holder, token=tok(0, "a"))])
+    key = f"test:{RUN}:also"
+    try:
+        reply, cancel = log.read_with_cancel(RUN, also=lambda pipe: (pipe.set(key, "w1"), pipe.get(key)))
+        assert (reply.text, cancel) == ("a", False) and get_redis().get(key) == "w1"
+    finally:
+        get_redis().delete(key)
+
+
 def test_one_call_serves_many_runs_each_fenced_on_its_own():
     other = RUN + 1
     get_redis().delete(redis_keys.run_stream(other), redis_keys.run_lease(other))

@@ -217,7 +217,7 @@ def _admit_within_limits(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
     quota = quota_for(chat.tenant)
     quota_check_rate(tenant=chat.tenant, quota=quota)
     try:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=_savepoint(chat, order)):
             return _create(chat, turn, order, quota)
     except ReplyInProgress as busy:
         # The previous reply's stream has ended but its worker has not saved it yet (the
@@ -227,6 +227,16 @@ def _admit_within_limits(chat: Chat, turn: Turn, order: Order) -> GenerationRun:
         run_finalize(run_id=busy.run_id)
         with transaction.atomic():
             return _create(chat, turn, order, quota)
+
+
+def _savepoint(chat: Chat, order: Order) -> bool:
+    """Whether admission inside a caller's transaction (a /v1 call's, which made the chat)
+    needs a savepoint: only to recover from what it catches, a ReplyInProgress (never, for
+    a chat this transaction made: nobody else can see it) or the IntegrityError of an
+    idempotency key another call committed first. Without one, a failure rolls the
+    caller's whole transaction back, as it should; and the SAVEPOINT and its RELEASE were
+    two round trips of every /v1 call."""
+    return getattr(chat, "created_path_end", None) is None or bool(order.idempotency_key)
 
 
 # The admission transaction in plain SQL: every message sent runs it, and the ORM's
@@ -252,28 +262,30 @@ def _messages(chat: Chat, turn: Turn, leaf: tuple[int | None, int | None],
     """Write the turn's messages under the chat's lock: (the user message answered,
     the new assistant messages, one per choice, the message after which the chosen
     path changed). `leaf`: the chosen path's last message and its depth."""
+    prefix = turn.continued
+    if prefix is not None and Message.objects.filter(parent=prefix).exists():
+        raise InvalidInput("only the last reply of a conversation can be continued", field="message")
     if turn.kind == SEND:
         if turn.edit_of is not None:
             parent_id, depth = turn.edit_of.parent_id, turn.edit_of.depth
         else:
             parent_id, depth = leaf[0], 0 if leaf[0] is None else leaf[1] + 1
         role = Message.Role.TOOL if turn.tool_call_id else Message.Role.USER
-        asked, = _INSERT_MESSAGES.save(Message(chat=chat, parent_id=parent_id, depth=depth, role=role,
-                                               content=turn.content, token_count=turn.tokens,
-                                               tool_call_id=turn.tool_call_id))
+        asked = Message(chat=chat, parent_id=parent_id, depth=depth, role=role, content=turn.content,
+                        token_count=turn.tokens, tool_call_id=turn.tool_call_id)
         anchor = parent_id
     else:
         asked, anchor = turn.asked, turn.asked.pk
-    prefix = turn.continued
-    if prefix is not None and Message.objects.filter(parent=prefix).exists():
-        raise InvalidInput("only the last reply of a conversation can be continued", field="message")
     # The reply (a continued one starts with the text it carries on), then the other
     # choices' empty replies: versions of the same turn.
     replies = [Message(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT,
                        content=prefix.content if prefix else "", token_count=prefix.token_count if prefix else 0)]
     replies += [Message(chat=chat, parent=asked, depth=asked.depth + 1, role=Message.Role.ASSISTANT)
                 for _ in range(choices - 1)]
-    _INSERT_MESSAGES.save(*replies)
+    if turn.kind == SEND:  # the question and its replies in one statement
+        _INSERT_MESSAGES.save_with_children(asked, replies, link="parent")
+    else:
+        _INSERT_MESSAGES.save(*replies)
     if prefix is not None:
         Message.objects.filter(pk=prefix.pk, replaced_by__isnull=True).update(replaced_by=replies[0])
     return asked, replies, anchor
@@ -323,6 +335,9 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
             run.choice_of = runs[0]
         _INSERT_RUNS.save(*runs[1:])
     runs[0].admitted_choices = runs  # run_choices answers from these, as written (pool and reply set)
+    # No worker can have served a chat this transaction made, and one choice pins none
+    # (several are pinned together before dispatch): the router need not ask Redis.
+    runs[0].unpinned = created is not None and len(runs) == 1
     transaction.on_commit(lambda: run_dispatch_choices(runs))
     live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=reply.pk, run=runs[0].pk, title=chat.title)
     return runs[0]

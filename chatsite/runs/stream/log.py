@@ -188,13 +188,16 @@ def read(run_id: int) -> Reply:
     return rebuild(entries(run_id))
 
 
-def read_with_cancel(run_id: int) -> tuple[Reply, bool]:
+def read_with_cancel(run_id: int, *, also=None) -> tuple[Reply, bool]:
     """The reply so far and whether a cancel is asked for, in one round trip (what a
-    new attempt reads before it generates)."""
+    new attempt reads before it generates). `also(pipe)` adds the caller's own commands
+    to that round trip (the worker's affinity pin), sent first."""
     pipe = get_redis().pipeline(transaction=False)
+    if also is not None:
+        also(pipe)
     pipe.xrange(redis_keys.run_stream(run_id))
     pipe.zscore(redis_keys.cancelled_runs(), str(run_id))
-    raw, cancel = pipe.execute()
+    raw, cancel = pipe.execute()[-2:]
     return rebuild([codec.decode(eid, f) for eid, f in raw]), cancel is not None
 
 
