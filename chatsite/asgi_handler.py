@@ -50,6 +50,11 @@ INLINE_SAFE = frozenset({
 })
 
 
+# One-thread executors kept for the next requests; a burst beyond this many concurrent
+# Django requests (a /v1 stream holds its thread until it ends) starts threads that end with it.
+IDLE_THREADS_KEPT = 64
+
+
 def _unused(request):  # pragma: no cover - a flat middleware's get_response is never called
     raise RuntimeError("a flattened middleware called its get_response")
 
@@ -186,7 +191,10 @@ class OneHopASGIHandler(ASGIHandler):
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
         finally:
-            idle.append(executor)
+            if len(idle) < IDLE_THREADS_KEPT:
+                idle.append(executor)
+            else:  # past a burst: the thread ends once it is done (no wait here)
+                executor.shutdown(wait=False)
 
     async def get_response_async(self, request):
         match = self._async_view(request)

@@ -185,3 +185,24 @@ def test_a_request_runs_on_one_leased_thread_and_the_next_request_reuses_it():
     assert len({ident for _, ident in sequential}) == 1, sequential  # one thread for both requests
     assert len({ident for _, ident in seen}) == 2, seen  # concurrent requests: a thread each
     assert threads_at_end == threads_after_first + 1  # the second one's thread, started once
+
+
+def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
+    from chatsite import asgi_handler
+
+    monkeypatch.setattr(asgi_handler, "IDLE_THREADS_KEPT", 2)
+
+    async def one(handler):
+        comm = ApplicationCommunicator(handler, _scope("/login/"))
+        await comm.send_input({"type": "http.request", "body": b""})
+        assert (await comm.receive_output(10))["status"] == 200
+        await comm.receive_output(10)
+        await comm.wait(10)
+
+    async def run():
+        handler = OneHopASGIHandler()
+        await asyncio.gather(*(one(handler) for _ in range(5)))
+        return handler._idle_threads
+
+    kept = _run(run())
+    assert len(kept) == 2
