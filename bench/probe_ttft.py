@@ -1,9 +1,10 @@
 """Where the platform's time to first token goes, one request at a time.
 
-    .venv/bin/python -m bench.probe_ttft [--engine fake|vllm] [--requests 12] [--burst 64]
+    .venv/bin/python -m bench.probe_ttft [--engine fake|vllm] [--requests 12] [--burst 64] [--surface v1]
 
 For each request: POST round trip, SSE response headers, first token event (client
-clock), and from the database queued_at -> started_at (claimed by the worker) ->
+clock; with --surface v1 one streamed POST /v1/chat/completions, whose response
+headers come when admission is done: both POST and headers are that moment), and from the database queued_at -> started_at (claimed by the worker) ->
 first_token_at (the first entry's XADD time). All clocks are this machine's.
 With --burst N the requests go N at a time, all started together (as a bench.compare
 level starts), so the phases show where a burst's TTFT queues.
@@ -17,7 +18,7 @@ from bench.platform_stack import Stack
 
 
 async def probe(url: str, key: str, stack: Stack, n: int, max_tokens: int, burst: int = 1,
-                pids: dict | None = None) -> tuple[list[dict], dict]:
+                pids: dict | None = None, surface: str = "rest") -> tuple[list[dict], dict]:
     """The phases of every request, and the CPU seconds each of `pids` spent while requests ran."""
     auth, pids = {"Authorization": f"Bearer {key}"}, pids or {}
     out, cpu = [], dict.fromkeys(pids, 0.0)
@@ -25,11 +26,15 @@ async def probe(url: str, key: str, stack: Stack, n: int, max_tokens: int, burst
         for start in range(0, n, burst):
             chats = []
             for _ in range(min(burst, n - start)):
+                if surface == "v1":  # a /v1 call makes its chat in its own admission
+                    chats.append(None)
+                    continue
                 async with http.post(f"{url}/api/chats/", json={"model": common.POOL}, headers=auth) as r:
                     chats.append((await r.json())["id"])
             await asyncio.sleep(0.3)
             before = {k: common.cpu_seconds(pid) for k, pid in pids.items()}
-            timed = await asyncio.gather(*(_one(http, url, auth, chat, start + j, max_tokens)
+            timed = await asyncio.gather(*(_one(http, url, auth, chat, start + j, max_tokens) if chat is not None
+                                           else _one_v1(http, url, auth, start + j, max_tokens)
                                            for j, chat in enumerate(chats)))
             for k, pid in pids.items():
                 cpu[k] += common.cpu_seconds(pid) - before[k]
@@ -60,6 +65,24 @@ async def _one(http, url: str, auth: dict, chat: str, i: int, max_tokens: int) -
             "t_end": time.perf_counter()}
 
 
+async def _one_v1(http, url: str, auth: dict, i: int, max_tokens: int) -> dict:
+    t0, w0 = time.perf_counter(), time.time()
+    body = {"model": common.POOL, "messages": [{"role": "user", "content": f"Probe {i}: explain a for loop."}],
+            "max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "seed": 0, "ignore_eos": True, "stream": True}
+    async with http.post(f"{url}/v1/chat/completions", json=body, headers=auth) as resp:
+        if resp.status != 200:
+            raise SystemExit(f"POST refused ({resp.status}): {(await resp.text())[:300]}")
+        t_headers, t_first = time.perf_counter(), None
+        async for ev in sse_client.events(resp):
+            if ev.data == "[DONE]":
+                break
+            if t_first is None and any("content" in (c.get("delta") or {}) and "role" not in c["delta"]
+                                       for c in ev.json().get("choices") or ()):
+                t_first = ev.t
+    return {"run": int(resp.headers["X-Run-Id"]), "t0": t0, "w0": w0, "t_post": t_headers, "t_headers": t_headers,
+            "t_first": t_first, "t_end": time.perf_counter()}
+
+
 def _phases(stack: Stack, t: dict) -> dict:
     with stack.sql() as conn:
         for _ in range(100):  # finalize runs just after the terminal entry
@@ -84,6 +107,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=12)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--burst", type=int, default=1, help="requests started together (1: one at a time)")
+    ap.add_argument("--surface", choices=("rest", "v1"), default="rest",
+                    help="rest: POST a message, then GET its events; v1: one streamed POST /v1/chat/completions")
     a = ap.parse_args()
     stack = Stack(db_name="bench_probe")
     try:
@@ -96,12 +121,12 @@ def main() -> None:
         env["CHATSITE_WORKER_SLOTS"] = str(max(8, a.burst))  # as bench.compare: a burst is held at once
         worker = stack.start_worker("probe", **env)
         pids = {"web": web.pid, "worker": worker.pid}
-        rows, cpu = asyncio.run(probe(url, key, stack, a.requests, a.max_tokens, a.burst, pids))
+        rows, cpu = asyncio.run(probe(url, key, stack, a.requests, a.max_tokens, a.burst, pids, a.surface))
     finally:
         stack.stop()
     keys = list(rows[0])
     how = "sequential requests" if a.burst == 1 else f"requests in bursts of {a.burst}"
-    print(f"engine {a.engine}, {a.requests} {how}, p50, p95 and max (ms)")
+    print(f"engine {a.engine}, {a.requests} {how} through {a.surface}, p50, p95 and max (ms)")
     print(report.table(["phase", "p50", "p95", "max"],
                        [[k, common.pct([r[k] for r in rows], 50), common.pct([r[k] for r in rows], 95),
                          max(r[k] for r in rows)] for k in keys]))
