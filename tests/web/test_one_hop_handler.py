@@ -141,6 +141,15 @@ def test_an_exception_in_an_async_view_is_answered_and_passes_the_response_hooks
     assert _headers(start)["x-frame-options"] == "DENY"  # and the others'
 
 
+async def _login_page(handler) -> None:
+    """GET /login/ through `handler`, to its end."""
+    comm = ApplicationCommunicator(handler, _scope("/login/"))
+    await comm.send_input({"type": "http.request", "body": b""})
+    assert (await comm.receive_output(10))["status"] == 200
+    await comm.receive_output(10)
+    await comm.wait(10)
+
+
 def test_a_request_runs_on_one_leased_thread_and_the_next_request_reuses_it():
     """Every thread-sensitive call of a request (its signals, the view) runs on one thread,
     as in Django; a request that ends gives its thread back: the next one runs there, with
@@ -157,21 +166,14 @@ def test_a_request_runs_on_one_leased_thread_and_the_next_request_reuses_it():
     def finished(**kwargs):
         seen.append(("finished", threading.get_ident()))
 
-    async def one(handler, path="/login/"):
-        comm = ApplicationCommunicator(handler, _scope(path))
-        await comm.send_input({"type": "http.request", "body": b""})
-        assert (await comm.receive_output(10))["status"] == 200
-        await comm.receive_output(10)
-        await comm.wait(10)
-
     async def run():
         handler = OneHopASGIHandler()
-        await one(handler)
+        await _login_page(handler)
         threads_after_first = threading.active_count()
-        await one(handler)
+        await _login_page(handler)
         sequential = list(seen)
         seen.clear()
-        await asyncio.gather(one(handler), one(handler))
+        await asyncio.gather(_login_page(handler), _login_page(handler))
         return sequential, threads_after_first, threading.active_count()
 
     request_started.connect(started)
@@ -192,16 +194,9 @@ def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
 
     monkeypatch.setattr(asgi_handler, "IDLE_THREADS_KEPT", 2)
 
-    async def one(handler):
-        comm = ApplicationCommunicator(handler, _scope("/login/"))
-        await comm.send_input({"type": "http.request", "body": b""})
-        assert (await comm.receive_output(10))["status"] == 200
-        await comm.receive_output(10)
-        await comm.wait(10)
-
     async def run():
         handler = OneHopASGIHandler()
-        await asyncio.gather(*(one(handler) for _ in range(5)))
+        await asyncio.gather(*(_login_page(handler) for _ in range(5)))
         return handler._idle_threads
 
     kept = _run(run())
