@@ -268,10 +268,7 @@ class OneHopASGIHandler(ASGIHandler):
         """A sync view's request, in its thread: request_started, the middleware and the
         view, and the response's close when its body is built."""
         signals.request_started.send(sender=self.__class__, scope=scope)
-        response = self._sync.get_response(request)
-        response._handler_class = self.__class__
-        if isinstance(response, FileResponse):
-            response.block_size = self.chunk_size
+        response = self._for_sending(self._sync.get_response(request))
         if not response.streaming:
             response.close()  # request_finished; the content stays as built
             response.closed_in_hop = True
@@ -283,18 +280,14 @@ class OneHopASGIHandler(ASGIHandler):
             response = await super().get_response_async(request)
         else:
             response = await self._flat_response(request, match)
+        return self._for_sending(response)
+
+    def _for_sending(self, response):
+        """What ASGIHandler.run_get_response sets on a response before it is sent."""
         response._handler_class = self.__class__
         if isinstance(response, FileResponse):
             response.block_size = self.chunk_size
         return response
-
-    async def get_response_async(self, request):
-        match = self._async_view(request)
-        if match is None:
-            return await sync_to_async(self._sync.get_response, thread_sensitive=True)(request)
-        if self._flat is None:
-            return await super().get_response_async(request)
-        return await self._flat_response(request, match)
 
     async def _flat_response(self, request, match):
         set_urlconf(settings.ROOT_URLCONF)

@@ -96,7 +96,7 @@ class Insert:
         """Insert `objs` (new instances) in order; returns them, saved."""
         params, db = [], _db()
         for obj in objs:
-            params += [f.get_db_prep_save(f.pre_save(obj, True), db) for f in self.fields]
+            params += self._values(obj, db)
         sql = self._sql.get(len(objs))
         if sql is None:
             sql = f'{self.head}{", ".join([self.row] * len(objs))} RETURNING "{self.pk.column}"'
@@ -109,6 +109,10 @@ class Insert:
             _saved(obj, self.pk.attname, pk)
         return objs
 
+    def _values(self, obj, db, skip=None) -> list:
+        """`obj`'s INSERT parameters, in the column order (without field `skip`)."""
+        return [f.get_db_prep_save(f.pre_save(obj, True), db) for f in self.fields if f is not skip]
+
     def save_with_children(self, parent, children: list, *, link: str):
         """Insert `parent`, then `children` (at least one) with their foreign key `link`
         set to it, in one statement: a data-modifying CTE inserts the parent and the
@@ -116,23 +120,20 @@ class Insert:
         round trip, not two). Returns (parent, children), saved."""
         if not children:
             raise ValueError("save_with_children needs at least one child")
-        key, db = (link, len(children)), _db()
+        key, db, link_field = (link, len(children)), _db(), self.pk.model._meta.get_field(link)
         sql = self._sql.get(key)
         if sql is None:
-            column = self.pk.model._meta.get_field(link).column
-            casts = ", ".join(f'p."{self.pk.column}"' if f.column == column else f"%s::{f.cast_db_type(db)}"
+            casts = ", ".join(f'p."{self.pk.column}"' if f is link_field else f"%s::{f.cast_db_type(db)}"
                               for f in self.fields)
             child = f"SELECT {casts} FROM p"
             sql = (f'WITH p AS ({self.head}{self.row} RETURNING "{self.pk.column}") '
                    f'{self.head.removesuffix("VALUES ")}{" UNION ALL ".join([child] * len(children))} '
-                   f'RETURNING "{self.pk.column}", "{column}"')
+                   f'RETURNING "{self.pk.column}", "{link_field.column}"')
             if len(children) < PREPARED_ROWS:
                 self._sql[key] = prepared(sql)
-        link_attname = self.pk.model._meta.get_field(link).attname
-        params = [f.get_db_prep_save(f.pre_save(parent, True), db) for f in self.fields]
+        params = self._values(parent, db)
         for obj in children:
-            params += [f.get_db_prep_save(f.pre_save(obj, True), db) for f in self.fields
-                       if f.attname != link_attname]
+            params += self._values(obj, db, skip=link_field)
         with db.cursor() as cur:
             cur.execute(sql, params)
             rows = cur.fetchall()  # the children, in their order (as bulk_create relies on)
@@ -144,5 +145,6 @@ class Insert:
 
 
 def _saved(obj, pk_attname: str, pk) -> None:
+    """Mark `obj` saved, with its primary key, as Model.save would."""
     setattr(obj, pk_attname, pk)
     obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS
