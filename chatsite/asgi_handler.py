@@ -21,9 +21,17 @@ Django gives every request a thread of its own (ThreadSensitiveContext): asgiref
 started a thread for it and another to join it at the end, two thread starts per
 request. Here a request leases a one-thread executor from a free list and gives it
 back when it ends: the same one thread per request, started once.
+
+At most WEB_RUNNING_THREADS of those threads run a hop at once (`RunningGate`); the
+others wait for a turn, first come first served, asleep. With every thread of a burst
+running at once (Django's way), 64 POSTs shared the GIL with each other and with the
+event loop that streams every run: each of them ended late, all together, and the loop
+stalled for hundreds of milliseconds between two SSE frames. A hop holds no database
+transaction across hops, so a waiting hop never blocks one that runs.
 """
 import asyncio
 import functools
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
@@ -59,6 +67,36 @@ INLINE_SAFE = frozenset({
 # One-thread executors kept for the next requests; a burst beyond this many concurrent
 # Django requests (a /v1 stream holds its thread until it ends) starts threads that end with it.
 IDLE_THREADS_KEPT = 64
+
+
+class _InTurnExecutor(ThreadPoolExecutor):
+    """A one-thread executor whose every call waits for one of `turns`."""
+
+    def __init__(self, turns: threading.BoundedSemaphore):
+        super().__init__(max_workers=1, thread_name_prefix="request")
+        self._turns = turns
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(self._in_turn, fn, *args, **kwargs)
+
+    def _in_turn(self, fn, *args, **kwargs):
+        with self._turns:
+            return fn(*args, **kwargs)
+
+
+class RunningGate:
+    """At most `limit` request threads run a hop at once (0: no limit). A thread waits
+    for its turn asleep, outside the GIL; turns go in the order asked, near enough
+    (threading's Condition wakes its waiters in order)."""
+
+    def __init__(self, limit: int):
+        self._turns = threading.BoundedSemaphore(limit) if limit > 0 else None
+
+    def executor(self) -> ThreadPoolExecutor:
+        """A one-thread executor for one request at a time, its calls gated."""
+        if self._turns is None:
+            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        return _InTurnExecutor(self._turns)
 
 
 def _unused(request):  # pragma: no cover - a flat middleware's get_response is never called
@@ -177,6 +215,7 @@ class OneHopASGIHandler(ASGIHandler):
     def __init__(self):
         super().__init__()
         self._idle_threads: list[ThreadPoolExecutor] = []  # one-thread executors no request holds
+        self._gate = RunningGate(settings.CHATSITE["WEB_RUNNING_THREADS"])
         self._sync = BaseHandler()
         self._sync.load_middleware(is_async=False)
         try:
@@ -187,12 +226,12 @@ class OneHopASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         """As ASGIHandler.__call__, in a leased thread: every thread-sensitive call of the
         request (its signals, middleware, view, response.close) runs on that one thread, as
-        in Django; a hop still running when the request ends (its task was cancelled) only
-        delays the thread's next request."""
+        in Django, each in its turn (RunningGate); a hop still running when the request ends
+        (its task was cancelled) only delays the thread's next request."""
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         idle = self._idle_threads
-        executor = idle.pop() if idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        executor = idle.pop() if idle else self._gate.executor()
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)

@@ -188,6 +188,11 @@ CHATSITE = {
     "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
     # Optional bearer token required to scrape /metrics.
     "METRICS_TOKEN": os.environ.get("CHATSITE_METRICS_TOKEN", ""),
+    # A web process's request threads that run at once (chatsite/asgi_handler.py); the others
+    # wait their turn, asleep, instead of taking the GIL from the event loop that streams
+    # every run. Raise it when the database is far away (then round trips, not the CPU, bound a
+    # request); 0: no limit (Django's).
+    "WEB_RUNNING_THREADS": int(os.environ.get("CHATSITE_WEB_RUNNING_THREADS", "2")),
 }
 
 # --- security: sign-in throttling, proxies, SSE limits, revocation, /metrics --

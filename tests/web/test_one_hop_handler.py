@@ -202,3 +202,41 @@ def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
 
     kept = _run(run())
     assert len(kept) == 2
+
+
+def _most_hops_at_once(monkeypatch, limit: int, requests: int = 5) -> int:
+    """The most sync-view hops running at once while `requests` GET /login/ together,
+    each hop held 0.1 s, with WEB_RUNNING_THREADS = limit."""
+    import threading
+    import time
+
+    from django.conf import settings
+
+    monkeypatch.setitem(settings.CHATSITE, "WEB_RUNNING_THREADS", limit)
+    lock, running, most = threading.Lock(), [0], [0]
+    original = OneHopASGIHandler._sync_request
+
+    def held(self, request, scope):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.1)
+        with lock:
+            running[0] -= 1
+        return original(self, request, scope)
+
+    monkeypatch.setattr(OneHopASGIHandler, "_sync_request", held)
+
+    async def run():
+        handler = OneHopASGIHandler()
+        await asyncio.gather(*(_login_page(handler) for _ in range(requests)))
+
+    _run(run())
+    return most[0]
+
+
+def test_at_most_the_set_number_of_request_threads_run_at_once(monkeypatch):
+    """The others wait their turn (asleep, off the GIL the event loop needs); 0 lifts the limit."""
+    assert _most_hops_at_once(monkeypatch, 1) == 1
+    assert _most_hops_at_once(monkeypatch, 2) == 2
+    assert _most_hops_at_once(monkeypatch, 0) == 5
