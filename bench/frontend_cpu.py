@@ -64,24 +64,32 @@ async def main_async(a) -> None:
         manager.stat_loggers[:] = [*ours, prometheus] if vllm_default else ours
         envs.__dict__["__getattr__"] = uncached if vllm_default else cached
 
-    params = SamplingParams(n=1, max_tokens=a.tokens, temperature=0.0, seed=0, ignore_eos=True,
-                            output_kind=RequestOutputKind.DELTA)
-    await phase(engine, params, prompts, a.concurrency, a.concurrency)  # warm-up
-    rows, ratios = [], []
+    def params(name: str):
+        return SamplingParams(n=1, max_tokens=a.tokens, temperature=0.0, seed=0, ignore_eos=True,
+                              output_kind=RequestOutputKind.DELTA,
+                              stream_interval=a.stream_interval if name == "interval" else None)
+
+    configs = ["vllm", "platform"] + (["interval"] if a.stream_interval > 1 else [])
+    await phase(engine, params("platform"), prompts, a.concurrency, a.concurrency)  # warm-up
+    rows, ratios = [], {name: [] for name in configs[1:]}
     for pair in range(a.pairs):
-        order = ("vllm", "platform") if pair % 2 == 0 else ("platform", "vllm")
+        order = configs[pair % len(configs):] + configs[:pair % len(configs)]
         got = {}
         for name in order:
-            configure(name)
-            cpu, tokens, wall = await phase(engine, params, prompts, a.concurrency, a.requests)
+            configure("vllm" if name == "vllm" else "platform")
+            cpu, tokens, wall = await phase(engine, params(name), prompts, a.concurrency, a.requests)
             got[name] = 1e6 * cpu / tokens
             rows.append([pair + 1, name, tokens, round(wall, 1), round(tokens / wall), round(got[name], 1)])
-        ratios.append(got["platform"] / got["vllm"])
+        for name in configs[1:]:
+            ratios[name].append(got[name] / got["vllm"])
     engine.shutdown()
     print(f"AsyncLLM front end (this process), concurrency {a.concurrency}, {a.requests} requests of {a.tokens} "
-          f"tokens per phase, {a.pairs} interleaved pairs")
-    print(report.table(["pair", "config", "tokens", "wall s", "tok/s", "front-end CPU us/token"], rows))
-    print("platform / vllm per pair: " + ", ".join(f"{r:.2f}" for r in ratios))
+          f"tokens per phase, {a.pairs} interleaved rounds"
+          + (f"; interval: the platform's, with vLLM's stream_interval={a.stream_interval}" if "interval" in configs
+             else ""))
+    print(report.table(["round", "config", "tokens", "wall s", "tok/s", "front-end CPU us/token"], rows))
+    for name, rs in ratios.items():
+        print(f"{name} / vllm per round: " + ", ".join(f"{r:.2f}" for r in rs))
 
 
 def main() -> None:
@@ -89,7 +97,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--requests", type=int, default=128)
     ap.add_argument("--tokens", type=int, default=common.OUTPUT_TOKENS)
-    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--pairs", type=int, default=3, help="rounds: each runs every configuration once")
+    ap.add_argument("--stream-interval", type=int, default=1,
+                    help="above 1: a third configuration, the platform's with vLLM's output coalescing")
     asyncio.run(main_async(ap.parse_args()))
 
 

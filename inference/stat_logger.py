@@ -4,8 +4,10 @@ vLLM calls `record` after every engine step in the front-end process. The sink
 (the worker's VllmBackend, the quality gate's counters, a benchmark's) gets:
 `_scheduler` (the latest SchedulerStats), running sums `_prefix_queries`,
 `_prefix_hits` and `_generated_tokens`, the most requests run in one step
-`_peak_running`, and `_draft_tokens` / `_accepted_tokens`
-of speculative decoding. vLLM is imported when the logger class is made.
+`_peak_running`, `_draft_tokens` / `_accepted_tokens`
+of speculative decoding, and `_step_seconds`, the time between two engine steps that
+produced output (a moving average; gaps over STEP_GAP_MAX_SECONDS, the engine idle,
+are left out). vLLM is imported when the logger class is made.
 
 vLLM's StatLoggerManager also adds its PrometheusStatLogger unless it is given one:
 its counters and histograms fill the process's default Prometheus registry, which
@@ -14,6 +16,11 @@ every engine step in the front end, on the GIL the stream writer needs (7.7% of 
 worker's GIL time in a profile at 64 streams; bench/frontend_cpu.py measures it).
 `stat_loggers` gives it a stand-in that records nothing.
 """
+import time
+
+# A longer gap between two steps with output is the engine idle, not its step time.
+STEP_GAP_MAX_SECONDS = 0.5
+STEP_AVERAGE_WEIGHT = 0.1  # of the newest gap in `_step_seconds`
 
 
 class EngineCounters:
@@ -23,10 +30,21 @@ class EngineCounters:
         self._scheduler = None
         self._prefix_queries = self._prefix_hits = self._generated_tokens = 0
         self._draft_tokens = self._accepted_tokens = self._peak_running = 0
+        self._step_seconds = self._last_step_at = 0.0
 
 
 def _add(sink, name: str, value: int) -> None:
     setattr(sink, name, getattr(sink, name, 0) + value)
+
+
+def _step_done(sink) -> None:
+    """A step produced output: fold the time since the last one into `_step_seconds`."""
+    now = time.monotonic()
+    gap = now - getattr(sink, "_last_step_at", 0.0)
+    sink._last_step_at = now
+    if gap <= STEP_GAP_MAX_SECONDS:
+        average = getattr(sink, "_step_seconds", 0.0)
+        sink._step_seconds = gap if not average else average + STEP_AVERAGE_WEIGHT * (gap - average)
 
 
 def stat_loggers(sink) -> list:
@@ -81,6 +99,7 @@ def make_stats_logger(sink):
                     _add(sink, "_accepted_tokens", spec.num_accepted_tokens)
             if iteration_stats is not None:
                 _add(sink, "_generated_tokens", iteration_stats.num_generation_tokens)
+                _step_done(sink)
 
         def log_engine_initialized(self):
             pass

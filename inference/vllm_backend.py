@@ -10,8 +10,24 @@ from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk
 log = logging.getLogger(__name__)
 
 
-def sampling_params(request: GenerationRequest):
-    """vLLM's SamplingParams for `request`, with DELTA outputs (each step's new text)."""
+# The most engine steps vLLM gathers into one output of a request (stream_interval).
+MAX_STREAM_INTERVAL = 16
+
+
+def stream_interval(window: float, step_seconds: float) -> int:
+    """How many engine steps vLLM gathers into one output of a request so that outputs
+    come about once per `window` (the stream writer's coalescing window): a request's
+    output objects (vLLM's RequestOutput, the host's chunk and delta) are made per output,
+    not per token, while the entries, each of a window's tokens, stay the same. 1 (every
+    step) with no window or no step time measured yet."""
+    if window <= 0 or step_seconds <= 0:
+        return 1
+    return max(1, min(MAX_STREAM_INTERVAL, round(window / step_seconds)))
+
+
+def sampling_params(request: GenerationRequest, interval: int = 1):
+    """vLLM's SamplingParams for `request`, with DELTA outputs (the new text since the
+    last output), one output per `interval` steps (the first and the last always)."""
     from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
     structured = None
@@ -25,6 +41,7 @@ def sampling_params(request: GenerationRequest):
         presence_penalty=request.presence_penalty, repetition_penalty=request.repetition_penalty,
         seed=request.seed, stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
         structured_outputs=structured, output_kind=RequestOutputKind.DELTA, logprobs=request.logprobs,
+        stream_interval=interval if interval > 1 else None,
     )
 
 
@@ -60,9 +77,11 @@ def token_logprobs(token_ids, positions, k: int) -> tuple[TokenLogprob, ...]:
 class VllmBackend:
     """Wraps AsyncLLM behind the EngineBackend interface."""
 
-    def __init__(self, spec: EngineSpec, colocate_engine_core: bool = True):
+    def __init__(self, spec: EngineSpec, colocate_engine_core: bool = True, output_window: float = 0.0):
         self.spec = spec
         self.colocate = colocate_engine_core
+        self.output_window = output_window  # seconds between two outputs of a request, about
+        self._step_seconds = self._last_step_at = 0.0  # kept by the stat logger
         self.engine = None
         self.tokenizer = None
         self._scheduler = None
@@ -89,9 +108,10 @@ class VllmBackend:
 
     async def add(self, request: GenerationRequest, emit) -> None:
         """Submit to AsyncLLM without a consuming task: its output handler calls the
-        request's collector once per engine step (DELTA outputs), and the collector's
-        `put` is replaced by one that hands the output straight to `emit`."""
-        params = sampling_params(request)
+        request's collector once per output (DELTA outputs, one per `stream_interval`
+        steps at the engine's latest step time), and the collector's `put` is replaced by
+        one that hands the output straight to `emit`."""
+        params = sampling_params(request, stream_interval(self.output_window, self._step_seconds))
         prompt_len = len(request.prompt_token_ids)
         k = request.logprobs
 

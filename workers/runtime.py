@@ -48,7 +48,8 @@ def _backend(pool: ModelPool):
 
     spec = EngineSpec.build(pool=pool.name, model=pool.model, context_length=pool.context_length,
                             engine_args=pool.engine_args)
-    return VllmBackend(spec, colocate_engine_core=settings.CHATSITE["COLOCATE_ENGINE_CORE"])
+    return VllmBackend(spec, colocate_engine_core=settings.CHATSITE["COLOCATE_ENGINE_CORE"],
+                       output_window=settings.CHATSITE["COALESCE_SECONDS"])
 
 
 def start(*, pool_name: str, worker_name: str) -> Runtime:

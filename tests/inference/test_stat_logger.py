@@ -1,6 +1,7 @@
 """The platform's stat loggers keep vLLM's Prometheus logger out of the engine's front
 end (its metrics were never exported by a worker, and it ran after every engine step),
 and still record the figures a worker reports. No engine is started."""
+import pytest
 from vllm.v1.metrics.loggers import PrometheusStatLogger, StatLoggerManager
 from vllm.v1.metrics.stats import IterationStats, PrefixCacheStats, SchedulerStats
 
@@ -43,3 +44,27 @@ def test_the_recorder_still_gets_every_step_and_the_stand_in_ignores_them():
     manager.record_admission_rejection("queue full")
     assert sink._scheduler is scheduler and sink._peak_running == 5
     assert (sink._prefix_queries, sink._prefix_hits, sink._generated_tokens) == (80, 60, 14)
+
+
+def test_the_recorder_keeps_the_time_between_steps_and_leaves_idle_gaps_out(monkeypatch):
+    from inference import stat_logger
+
+    clock = [100.0]
+    monkeypatch.setattr(stat_logger.time, "monotonic", lambda: clock[0])
+    sink = EngineCounters()
+    manager = _manager(stat_loggers(sink))
+
+    def step(after: float, output: bool = True) -> None:
+        clock[0] += after
+        manager.record(SchedulerStats(), IterationStats() if output else None)
+
+    step(0)
+    assert sink._step_seconds == 0.0  # one step: no gap yet
+    step(0.010)
+    assert sink._step_seconds == pytest.approx(0.010)
+    step(0.020)
+    assert sink._step_seconds == pytest.approx(0.011)  # a moving average: 0.9 * 10 ms + 0.1 * 20 ms
+    step(30.0)  # the engine sat idle: not a step time
+    assert sink._step_seconds == pytest.approx(0.011)
+    step(0.001, output=False)  # a step without output (vLLM passes no iteration stats)
+    assert sink._step_seconds == pytest.approx(0.011)

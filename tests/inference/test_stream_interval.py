@@ -1,0 +1,99 @@
+"""vLLM gathers a request's steps into one output per `stream_interval` (the worker asks for
+about one per coalescing window): the text and the token count that reach the host are the
+same, in fewer, larger chunks, whether the request ends by its length or by an abort. Run
+through vLLM's own OutputProcessor and the flagship's tokenizer; no engine is started."""
+import asyncio
+
+import pytest
+from django.conf import settings
+
+from inference.types import GenerationRequest
+from inference.vllm_backend import MAX_STREAM_INTERVAL, VllmBackend, stream_interval
+
+vllm = pytest.importorskip("vllm")
+
+TEXT = "The for statement repeats a block of code once for every item of a list, in order."
+
+
+def test_the_interval_gives_about_one_output_per_window():
+    assert stream_interval(0.02, 0.0) == 1  # no step measured yet: every step
+    assert stream_interval(0.0, 0.002) == 1  # no window: every step
+    assert stream_interval(0.02, 0.011) == 2  # a busy CPU engine: ~22 ms apart
+    assert stream_interval(0.02, 0.0025) == 8  # one request alone: ~20 ms apart
+    assert stream_interval(0.02, 0.05) == 1  # steps slower than the window: each one
+    assert stream_interval(0.02, 0.0001) == MAX_STREAM_INTERVAL
+
+
+class _Engine:
+    """What VllmBackend.add needs of AsyncLLM, over vLLM's real OutputProcessor."""
+
+    def __init__(self, tokenizer):
+        from vllm.v1.engine.output_processor import OutputProcessor
+
+        self.processor = OutputProcessor(tokenizer, log_stats=False)
+        self.params = None
+
+    async def add_request(self, request_id, prompt, params, priority=0):
+        from vllm.v1.engine import EngineCoreRequest
+        from vllm.v1.engine.output_processor import RequestOutputCollector
+
+        self.params = params
+        collector = RequestOutputCollector(params.output_kind, request_id)
+        request = EngineCoreRequest(request_id, prompt["prompt_token_ids"], None, params, None, 0.0, None, None,
+                                    None, external_req_id=request_id)
+        self.processor.add_request(request, None, queue=collector)
+        return collector
+
+    def step(self, request_id: str, token: int, finish=None) -> None:
+        from vllm.v1.engine import EngineCoreOutput
+
+        self.processor.process_outputs([EngineCoreOutput(request_id, [token], finish_reason=finish)])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(settings.CHATSITE["DEMO_MODELS_DIR"] / "smollm2-135m-instruct")
+
+
+def _generate(tokenizer, step_seconds: float, tokens: list[int], abort_after: int | None = None):
+    """The chunks the host gets for `tokens`, the engine's step time being `step_seconds`."""
+    from vllm.v1.engine import FinishReason
+
+    backend = VllmBackend(spec=None, output_window=0.02)
+    backend.engine, backend.tokenizer, backend._step_seconds = _Engine(tokenizer), tokenizer, step_seconds
+    chunks = []
+    asyncio.run(backend.add(GenerationRequest("r1", [1, 2, 3], max_tokens=len(tokens), ignore_eos=True),
+                            chunks.append))
+    for i, token in enumerate(tokens[:abort_after]):
+        last = abort_after is None and i == len(tokens) - 1
+        backend.engine.step("r1", token, FinishReason.LENGTH if last else None)
+    if abort_after is not None:
+        backend.engine.processor.abort_requests(["r1"], internal=True)
+    return backend.engine.params, chunks
+
+
+def test_gathered_outputs_carry_the_same_text_and_tokens(tokenizer):
+    tokens = tokenizer.encode(TEXT, add_special_tokens=False)
+    assert len(tokens) >= 15
+    params, each = _generate(tokenizer, 0.05, tokens)  # slow steps: one output per step
+    assert params.stream_interval is None and len(each) == len(tokens)
+    params, gathered = _generate(tokenizer, 0.005, tokens)  # 5 ms steps, 20 ms window: every 4th step
+    assert params.stream_interval == 4
+    assert [c.num_tokens for c in gathered[:3]] == [1, 4, 4]  # the first token comes alone: it is the TTFT
+    assert len(gathered) == 1 + -(-(len(tokens) - 1) // 4)
+    for chunks in (each, gathered):
+        assert "".join(c.text for c in chunks) == tokenizer.decode(tokens) == TEXT
+        assert sum(c.num_tokens for c in chunks) == len(tokens)
+        assert [c.finished for c in chunks] == [False] * (len(chunks) - 1) + [True]
+        assert chunks[-1].finish_reason == "length"
+
+
+def test_an_abort_brings_the_tokens_not_yet_sent(tokenizer):
+    """A cancel or a drain: the tokens generated since the last output come with the
+    abort, so what was streamed is all the engine made (a drained run resumes from it)."""
+    tokens = tokenizer.encode(TEXT, add_special_tokens=False)
+    params, chunks = _generate(tokenizer, 0.005, tokens, abort_after=7)
+    assert [c.num_tokens for c in chunks] == [1, 4, 2] and chunks[-1].finish_reason == "abort"
+    assert "".join(c.text for c in chunks) == tokenizer.decode(tokens[:7])
