@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from bench import common, report, sse_client
 from bench.arm_platform import PlatformArm, PlatformOpenAIArm, check_saved
@@ -139,7 +140,7 @@ def pooled(arm: str, runs: list, arm_pids: dict, stack=None) -> dict:
     out["cpu"] = {"wall_s": sum(cpu["wall_s"] for _, _, cpu, _ in runs), "proc_cpu_s": proc, "ours_cpu_s": ours,
                   "machine_busy_s": sum(cpu["machine_busy_s"] for _, _, cpu, _ in runs),
                   "machine_cores": os.cpu_count()}
-    if arm in ("c", "d"):
+    if arm in report.PLATFORM_ARMS:
         delays = [d for _, _, _, e in runs for d in e["delays"]]
         out.update(post_retries=sum(e["post_retries"] for _, _, _, e in runs),
                    snapshots=sum(e.get("snapshots", 0) for _, _, _, e in runs),
@@ -185,6 +186,9 @@ def main() -> None:
     ap.add_argument("--tag", default="")
     ap.add_argument("--openai", action="store_true",
                     help="add arm (d): the platform of arm (c) through streamed /v1/chat/completions")
+    ap.add_argument("--base-root", default="",
+                    help="add arm (e) (and (f) with --openai): the platform of another checkout (a worktree of the "
+                         "commit before a change), interleaved with (c) and (d) for an A/B in one run")
     ap.add_argument("--colocate-baselines", action="store_true",
                     help="give arms (a) and (b) the platform's engine-core placement too (default: vLLM as shipped)")
     a = ap.parse_args()
@@ -198,6 +202,11 @@ def main() -> None:
     arms = {"a": EngineProc(), "b": ServerArm(prompts), "c": platform}
     if a.openai:
         arms["d"] = PlatformOpenAIArm(platform)
+    if a.base_root:
+        base = PlatformArm(prompts, worker_slots=slots, db_name="bench_chatsite_base", root=Path(a.base_root))
+        arms["e"] = base
+        if a.openai:
+            arms["f"] = PlatformOpenAIArm(base)
     summary, res = run_phase(arms, levels, a.reps, a.profile)
     lengths = sorted({len(ids) for _, ids in prompts})
     prompt_tokens = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])

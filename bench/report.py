@@ -20,9 +20,10 @@ def table(header: list[str], rows: list[list]) -> str:
 
 
 ARM_NAMES = {"a": "(a) vLLM AsyncLLM in process", "b": "(b) vLLM OpenAI server", "c": "(c) platform end to end",
-             "d": "(d) platform, /v1 stream"}
-ORDER = ("a", "b", "c", "d")
-BASELINE = {"c": "b", "d": "b"}  # the server arm measured alongside the platform arms
+             "d": "(d) platform, /v1 stream", "e": "(e) as (c), base code", "f": "(f) as (d), base code"}
+ORDER = ("a", "b", "c", "d", "e", "f")
+BASELINE = {"c": "b", "d": "b", "e": "b", "f": "b"}  # the server arm measured alongside the platform arms
+PLATFORM_ARMS = tuple(BASELINE)
 
 
 def comparison_table(arms: dict) -> str:
@@ -56,7 +57,7 @@ def ratio_table(arms: dict) -> str:
     div = lambda x, y: (x / y) if (x is not None and y) else None  # noqa: E731
     sub = lambda x, y: (x - y) if (x is not None and y is not None) else None  # noqa: E731
     for c in sorted({int(k) for d in arms.values() for k in d["levels"]}):
-        for arm in ("c", "d"):
+        for arm in PLATFORM_ARMS:
             get = lambda key: arms.get(key, {}).get("levels", {}).get(str(c))  # noqa: E731
             cc, a, b = get(arm), get("a"), get(BASELINE[arm])
             if cc is None:
@@ -90,7 +91,7 @@ def cpu_table(arms: dict) -> str:
                 front = sum(per.get(k) or 0 for k in ("web", "worker", "redis"))
             rows.append([arm, int(c), engine, front, per.get("web"), per.get("worker"), per.get("redis"),
                          per.get("postgres"), per.get("api_server"), per.get("client")])
-    return table(["arm", "conc", "engine procs", "serving (a: AsyncLLM+client, b: api_server, c/d: web+worker+redis)",
+    return table(["arm", "conc", "engine procs", "serving (a: AsyncLLM+client, b: api_server, c-f: web+worker+redis)",
                   "web", "worker (incl. AsyncLLM front)", "redis", "postgres (whole server)", "vLLM api_server",
                   "client"], rows)
 

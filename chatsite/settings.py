@@ -98,9 +98,11 @@ if os.environ.get("DATABASE_PREPARED", "on") != "off":
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
 # A connection pool per process (psycopg_pool through Django), checked on checkout: a
 # request borrows a live connection instead of forking a Postgres backend. It waits up
-# to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. Django
-# under ASGI runs each request in its own thread, so a web process needs about as many
-# connections as requests it serves at once (Procfile: 24 for the web, 8 per worker).
+# to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. A web
+# process's request threads hold a connection only while they run a hop, at most
+# CHATSITE_WEB_RUNNING_THREADS at once (chatsite/asgi_handler.py), plus the stream
+# endpoint's one thread; a worker's, one per run being claimed or finalized (Procfile: 24
+# for the web, 8 per worker).
 # After a Postgres restart every idle connection is dead: the checkout check
 # (chatsite/db_pool.py) replaces them all as soon as one fails, instead of a request
 # walking through them one backoff (1 s, 2 s, ...) at a time; reconnect_timeout caps
