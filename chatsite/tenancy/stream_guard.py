@@ -115,10 +115,23 @@ class StreamGuard:
                 return batch
 
     async def close(self) -> None:
-        """Give the slot back (idempotent; if Redis does not answer, the slot expires)."""
+        """Give the slot back (idempotent; if Redis does not answer, the slot expires).
+        The ZREM runs as a task of its own: a stream's task is often cancelled right here
+        (its client hung up once the last frame arrived), and a command cancelled while it
+        waits for its reply costs its connection (redis-py closes it; the next command opens
+        another: a connect and a handshake per stream, seen as one new connection per run)."""
         if self._closed:
             return
         self._closed = True
+        task = asyncio.ensure_future(self._give_back())
+        _GIVING_BACK.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(_GIVING_BACK.discard)
+        await asyncio.shield(task)
+
+    async def _give_back(self) -> None:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
                 await get_async_redis().zrem(self._slots_key, self._slot_id)
+
+
+_GIVING_BACK: set[asyncio.Task] = set()
