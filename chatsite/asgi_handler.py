@@ -22,17 +22,14 @@ started a thread for it and another to join it at the end, two thread starts per
 request. Here a request leases a one-thread executor from a free list and gives it
 back when it ends: the same one thread per request, started once.
 
-At most WEB_RUNNING_THREADS of those threads run a hop at once (`RunningGate`); the
-others wait for a turn, first come first served, asleep. With every thread of a burst
-running at once (Django's way), 64 POSTs shared the GIL with each other and with the
-event loop that streams every run: each of them ended late, all together, and the loop
-stalled for hundreds of milliseconds between two SSE frames. No database transaction
-spans two hops, and a hop gives its pooled connection back when it ends, so a waiting
-thread holds nothing a running hop could wait for.
+At most WEB_RUNNING_THREADS of those threads run a hop at once (`RunningGate`, with
+chatsite/turns.py); the others wait for a turn, first come first served, asleep, and a
+thread waiting for Postgres gives its turn up meanwhile. No database transaction spans
+two hops, and a hop gives its pooled connection back when it ends, so a thread waiting
+to start a hop holds nothing a running one could wait for.
 """
 import asyncio
 import functools
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
@@ -48,6 +45,8 @@ from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlcon
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
+
+from chatsite.turns import Hops
 
 
 # Middleware whose hooks read and write only the request and the response (headers,
@@ -72,21 +71,36 @@ IDLE_THREADS_KEPT = 64
 
 
 class _InTurnExecutor(ThreadPoolExecutor):
-    """A one-thread executor whose every call waits for one of `turns`."""
+    """A one-thread executor whose every call runs in `hops` (chatsite/turns.py)."""
 
-    def __init__(self, turns: threading.BoundedSemaphore):
+    def __init__(self, hops: Hops):
         super().__init__(max_workers=1, thread_name_prefix="request")
-        self._turns = turns
+        self._hops = hops
 
     def submit(self, fn, /, *args, **kwargs):
-        return super().submit(self._in_turn, fn, *args, **kwargs)
+        return super().submit(self._hops.run, _hop, fn, *args, **kwargs)
 
-    def _in_turn(self, fn, *args, **kwargs):
-        with self._turns:
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _give_back_pooled_connections()
+
+def _hop(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _give_back_pooled_connections()
+
+
+class RunningGate:
+    """At most `started` request threads inside a hop and `running` of them running
+    Python (0: no limit): `executor()` makes the one-thread executors whose calls wait
+    their turn."""
+
+    def __init__(self, started: int, running: int):
+        self._hops = Hops(started, running) if running > 0 else None
+
+    def executor(self) -> ThreadPoolExecutor:
+        """A one-thread executor for one request at a time, its calls in turns."""
+        if self._hops is None:
+            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        return _InTurnExecutor(self._hops)
 
 
 def _give_back_pooled_connections() -> None:
@@ -98,21 +112,6 @@ def _give_back_pooled_connections() -> None:
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None and not conn.in_atomic_block and conn.settings_dict["OPTIONS"].get("pool"):
             conn.close()
-
-
-class RunningGate:
-    """At most `limit` request threads run a hop at once (0: no limit). A thread waits
-    for its turn asleep, outside the GIL; turns go in the order asked, near enough
-    (threading's Condition wakes its waiters in order)."""
-
-    def __init__(self, limit: int):
-        self._turns = threading.BoundedSemaphore(limit) if limit > 0 else None
-
-    def executor(self) -> ThreadPoolExecutor:
-        """A one-thread executor for one request at a time, its calls gated."""
-        if self._turns is None:
-            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
-        return _InTurnExecutor(self._turns)
 
 
 def _unused(request):  # pragma: no cover - a flat middleware's get_response is never called
@@ -231,7 +230,7 @@ class OneHopASGIHandler(ASGIHandler):
     def __init__(self):
         super().__init__()
         self._idle_threads: list[ThreadPoolExecutor] = []  # one-thread executors no request holds
-        self._gate = RunningGate(settings.CHATSITE["WEB_RUNNING_THREADS"])
+        self._gate = RunningGate(settings.CHATSITE["WEB_STARTED_THREADS"], settings.CHATSITE["WEB_RUNNING_THREADS"])
         self._sync = BaseHandler()
         self._sync.load_middleware(is_async=False)
         try:

@@ -190,10 +190,12 @@ CHATSITE = {
     "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
     # Optional bearer token required to scrape /metrics.
     "METRICS_TOKEN": os.environ.get("CHATSITE_METRICS_TOKEN", ""),
-    # A web process's request threads that run at once (chatsite/asgi_handler.py); the others
-    # wait their turn, asleep, instead of taking the GIL from the event loop that streams
-    # every run. Raise it when the database is far away (then round trips, not the CPU, bound a
-    # request); 0: no limit (Django's).
+    # A web process's request threads inside a hop at once, and of those the ones running
+    # Python rather than waiting for Postgres (chatsite/turns.py): the others wait their turn,
+    # asleep, instead of taking the GIL from the event loop that streams every run. Raise the
+    # first when the database is far away (round trips, not the CPU, then bound a request);
+    # 0: no limit (Django's way).
+    "WEB_STARTED_THREADS": int(os.environ.get("CHATSITE_WEB_STARTED_THREADS", "4")),
     "WEB_RUNNING_THREADS": int(os.environ.get("CHATSITE_WEB_RUNNING_THREADS", "2")),
 }
 
