@@ -88,13 +88,15 @@ def _waiter() -> threading.Lock:
 def outside_turn(fn, *args, **kwargs):
     """fn(*args, **kwargs), this thread's turn (if it holds one) given up meanwhile."""
     turns = getattr(_held, "turns", None)
-    if turns is None:
+    if turns is None:  # no turn held, or given up already (a pool's checkout check, inside getconn)
         return fn(*args, **kwargs)
+    _held.turns = None
     turns.give()
     try:
         return fn(*args, **kwargs)
     finally:
         turns.take(back=True)
+        _held.turns = turns
 
 
 class TurnYieldingConnection(psycopg.Connection):

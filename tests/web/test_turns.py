@@ -91,3 +91,26 @@ def test_hops_bound_the_threads_inside_a_hop_waiting_or_not():
 
     _in_threads([lambda: hops.run(hop) for _ in range(6)], gap=0.005)
     assert most[0] == 3
+
+
+def test_a_wait_inside_a_wait_gives_the_turn_up_once():
+    """A pool's checkout check queries Postgres inside getconn, both waits: the turn is
+    given up once and taken back once (given twice, a third thread would run)."""
+    from chatsite.turns import outside_turn
+
+    turns, lock, running, most = Turns(1), threading.Lock(), [0], [0]
+
+    def count(hold: float):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(hold)
+        with lock:
+            running[0] -= 1
+
+    def nested():
+        outside_turn(outside_turn, time.sleep, 0.05)
+        count(0.2)
+
+    _in_threads([lambda: turns.run(nested), lambda: turns.run(count, 0.2), lambda: turns.run(count, 0.2)])
+    assert most[0] == 1
