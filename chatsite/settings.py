@@ -195,7 +195,7 @@ CHATSITE = {
     # asleep, instead of taking the GIL from the event loop that streams every run. Raise the
     # first when the database is far away (round trips, not the CPU, then bound a request);
     # 0: no limit (Django's way).
-    "WEB_STARTED_THREADS": int(os.environ.get("CHATSITE_WEB_STARTED_THREADS", "4")),
+    "WEB_STARTED_THREADS": int(os.environ.get("CHATSITE_WEB_STARTED_THREADS", "2")),
     "WEB_RUNNING_THREADS": int(os.environ.get("CHATSITE_WEB_RUNNING_THREADS", "2")),
 }
 
