@@ -22,9 +22,10 @@ started a thread for it and another to join it at the end, two thread starts per
 request. Here a request leases a one-thread executor from a free list and gives it
 back when it ends: the same one thread per request, started once.
 
-At most WEB_RUNNING_THREADS of those threads run a hop at once (`RunningGate`, with
-chatsite/turns.py); the others wait for a turn, first come first served, asleep, and a
-thread waiting for Postgres gives its turn up meanwhile. No database transaction spans
+At most WEB_STARTED_THREADS of those threads are inside a hop at once and
+WEB_RUNNING_THREADS of them run Python (`RunningGate`, with chatsite/turns.py); the
+others wait for a turn, first come first served, asleep, and a thread waiting for
+Postgres gives its turn up meanwhile. No database transaction spans
 two hops, and a hop gives its pooled connection back when it ends, so a thread waiting
 to start a hop holds nothing a running one could wait for.
 """
@@ -89,9 +90,9 @@ def _hop(fn, *args, **kwargs):
 
 
 class RunningGate:
-    """At most `started` request threads inside a hop and `running` of them running
-    Python (0: no limit): `executor()` makes the one-thread executors whose calls wait
-    their turn."""
+    """At most `started` request threads inside a hop (0: no bound) and `running` of them
+    running Python (0: no bound on either): `executor()` makes the one-thread executors
+    whose calls wait their turn."""
 
     def __init__(self, started: int, running: int):
         self._hops = Hops(started, running) if running > 0 else None
@@ -108,7 +109,7 @@ def _give_back_pooled_connections() -> None:
     hop (no transaction spans two hops). A thread waiting for its turn then holds no
     connection, so a hop in its turn never waits, turn held, for a connection that only
     a thread without a turn could give back (an async view's request kept its connection
-    from its first hop to its response's close: 64 /v1 streams held the pool's 32)."""
+    from its first hop to its response's close: 64 /v1 streams held the web's whole pool, 24)."""
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None and not conn.in_atomic_block and conn.settings_dict["OPTIONS"].get("pool"):
             conn.close()

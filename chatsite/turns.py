@@ -24,6 +24,8 @@ _held = threading.local()  # .turns: the Turns this thread holds one of, while i
 
 
 class Turns:
+    """`limit` turns, handed over in order: threads back from a wait first, then the others."""
+
     def __init__(self, limit: int):
         self._lock = threading.Lock()
         self._free = limit
