@@ -210,12 +210,13 @@ def main() -> None:
     ap.add_argument("--fanout", default=",".join(map(str, FANOUT)), help="readers per run; empty to skip")
     ap.add_argument("--no-cost", action="store_true", help="skip the per-run / per-token CPU split")
     ap.add_argument("--rate", type=float, default=50.0, help="tokens per second per run")
+    ap.add_argument("--root", default=str(common.ROOT), help="the checkout whose web and worker run (an A/B)")
     a = ap.parse_args()
     global STEP_SECONDS
     STEP_SECONDS = 1 / a.rate
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
     tag = f"_{a.tag}" if a.tag else ""
-    stack = Stack(db_name="bench_platform")
+    stack = Stack(db_name="bench_platform", root=a.root)
     try:
         key = stack.seed()
         web, url = stack.start_web()
