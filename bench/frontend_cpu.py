@@ -1,18 +1,21 @@
 """The engine front end's CPU per token with vLLM's defaults against the platform's,
 in one AsyncLLM, phases interleaved.
 
-    .venv/bin/python -m bench.frontend_cpu [--concurrency 64] [--pairs 3] [--requests 128]
+    .venv/bin/python -m bench.frontend_cpu [--concurrency 64] [--pairs 3] [--requests 128] [--stream-interval 4]
 
 The front end (AsyncLLM's output handler: detokenizing, stats, the stat loggers) runs
-in the worker's process, on the GIL its stream writer and Celery's threads need. Two
-configurations, switched between phases of the same engine:
+in the worker's process, on the GIL its stream writer and Celery's threads need. Configurations
+switched between phases of the same engine:
 - "vllm": what AsyncLLM does by default: vLLM's PrometheusStatLogger records every
   step, and vLLM's settings are read from the environment on each access;
 - "platform": what a worker does (inference.vllm_backend): the Prometheus logger
   replaced by a stand-in that records nothing (inference.stat_logger), settings cached.
-Both keep the platform's own recorder (the figures the worker reports). Prints the CPU
+- "interval" (with --stream-interval N > 1): the platform's, each request asking vLLM for
+  one output per N engine steps (SamplingParams.stream_interval), as a worker does with
+  N from its coalescing window and the engine's step time (inference.vllm_backend).
+All keep the platform's own recorder (the figures the worker reports). Prints the CPU
 seconds of this process (the engine core is a process of its own and is not counted)
-per generated token, per phase, and the ratio of each pair.
+per generated token, per phase, and each configuration's ratio to "vllm" per round.
 """
 import argparse
 import asyncio
