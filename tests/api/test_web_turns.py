@@ -22,7 +22,7 @@ def _stream(url: str, key: str, out: list, i: int) -> None:
         out[i] = (resp.status_code, resp.read().decode())
 
 
-def test_more_v1_streams_than_pooled_connections_all_complete(stack_env, fake_workers, api_key):
+def test_more_v1_streams_than_pooled_connections_all_complete(stack_env, fake_workers, pool, api_key):
     proc, url = stack.start_web({**stack_env, "DATABASE_POOL_MAX": str(POOL), "DATABASE_POOL_TIMEOUT": "3",
                                  "CHATSITE_WEB_RUNNING_THREADS": "2"})
     try:
