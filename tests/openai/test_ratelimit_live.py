@@ -42,14 +42,18 @@ def test_headers_count_requests_and_tokens(live_url, fake_workers, pool, api_key
     h = first.headers
     assert (h["x-ratelimit-limit-requests"], h["x-ratelimit-remaining-requests"]) == ("50", "49")
     assert 0 < _seconds(h["x-ratelimit-reset-requests"]) <= 60
+    # The tokens header is read in the call's admission: it counts what the run reserved
+    # (its prompt estimate and max_tokens), as OpenAI's counts max_tokens, not what it spent.
     run = wait_terminal(int(h["x-run-id"]))
-    spent = run.prompt_tokens + run.completion_tokens
+    assert run.reserved_tokens >= BODY["max_tokens"]
     assert h["x-ratelimit-limit-tokens"] == "100000"
-    assert int(h["x-ratelimit-remaining-tokens"]) == 100_000 - spent  # answered after the run was settled
+    assert int(h["x-ratelimit-remaining-tokens"]) == 100_000 - run.reserved_tokens
     assert 0 < _seconds(h["x-ratelimit-reset-tokens"]) <= 86_400  # the day's budget renews at midnight UTC
-    second = _post(live_url, api_key, stream=True)  # a streaming answer's headers count its reservation
+    spent = run.prompt_tokens + run.completion_tokens  # settled: the first run's reservation became this
+    second = _post(live_url, api_key, stream=True)
     assert second.headers["x-ratelimit-remaining-requests"] == "48"
-    assert int(second.headers["x-ratelimit-remaining-tokens"]) <= 100_000 - spent - 20
+    then = wait_terminal(int(second.headers["x-run-id"]))
+    assert int(second.headers["x-ratelimit-remaining-tokens"]) == 100_000 - spent - then.reserved_tokens
     listed = httpx.get(f"{live_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"})
     assert listed.headers["x-ratelimit-remaining-requests"] == "48"  # reading the list is not a request to a model
 

@@ -128,7 +128,8 @@ def chat(tenant, user):
 
 @pytest.fixture(scope="module")
 def fault_matrix():
-    """The rows this module measured, written to bench/out/fault_matrix.md at its end."""
+    """The rows this module measured, written to matrix.OUT at its end (var/fault_matrix.md,
+    or the file FAULT_MATRIX_OUT names)."""
     rows: list[matrix.Row] = []
     yield rows
     if rows:
@@ -138,5 +139,5 @@ def fault_matrix():
 
 def pytest_terminal_summary(terminalreporter):
     if matrix.LAST:
-        terminalreporter.write_sep("=", "fault matrix across hosts (bench/out/fault_matrix.md)")
+        terminalreporter.write_sep("=", f"fault matrix across hosts ({matrix.OUT})")
         terminalreporter.write_line(matrix.table(matrix.LAST))

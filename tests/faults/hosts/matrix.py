@@ -4,6 +4,7 @@ Each figure comes from what a user or an operator could see: the client's SSE
 frames (seq and text), the run's stream in Redis, the saved message in Postgres, and
 the superseded worker's own engine counter (its heartbeat's `generated_tokens`).
 """
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,10 @@ from chatsite.runs.stream.log import rebuild
 from tests.faults.client import Followed
 from tests.faults.helpers import stream_entries, wait_terminal
 
-OUT = Path(__file__).resolve().parents[3] / "bench" / "out" / "fault_matrix.md"
+_ROOT = Path(__file__).resolve().parents[3]
+# Where the table goes: var/ (untracked) unless FAULT_MATRIX_OUT names a file, so a test
+# session does not rewrite the committed bench/out/fault_matrix.md with its own figures.
+OUT = Path(os.environ.get("FAULT_MATRIX_OUT") or _ROOT / "var" / "fault_matrix.md")
 LAST: list["Row"] = []  # the rows of the last module run, for the terminal summary
 
 
@@ -82,8 +86,8 @@ def write(rows: list[Row]) -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
         "# Fault matrix across hosts\n\n"
-        "Written by `.venv/bin/python -m pytest tests/faults/hosts -q -s` (tests/faults/hosts/): each host a\n"
-        "network namespace; fake engine at 10 ms a token; lease 4 s; sweep every second.\n"
+        "Written by `FAULT_MATRIX_OUT=bench/out/fault_matrix.md .venv/bin/python -m pytest tests/faults/hosts -q -s`\n"
+        "(tests/faults/hosts/): each host a network namespace; fake engine at 10 ms a token; lease 4 s; sweep every second.\n"
         "`superseded engine's tokens after takeover`: the superseded worker's engine counter (its heartbeat,\n"
         "once it is back) at the end minus the counter it logged when it stopped the attempt, when it stopped\n"
         "before the takeover (before the sweep found its lease gone: attempt 2 is claimed after that);\n"
