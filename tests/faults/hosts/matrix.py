@@ -87,7 +87,8 @@ def write(rows: list[Row]) -> None:
     OUT.write_text(
         "# Fault matrix across hosts\n\n"
         "Written by `FAULT_MATRIX_OUT=bench/out/fault_matrix.md .venv/bin/python -m pytest tests/faults/hosts -q -s`\n"
-        "(tests/faults/hosts/): each host a network namespace; fake engine at 10 ms a token; lease 4 s; sweep every second.\n"
+        "(tests/faults/hosts/): each host a network namespace; fake engine at 10 ms a token; lease 4 s;\n"
+        "sweep every second.\n"
         "`superseded engine's tokens after takeover`: the superseded worker's engine counter (its heartbeat,\n"
         "once it is back) at the end minus the counter it logged when it stopped the attempt, when it stopped\n"
         "before the takeover (before the sweep found its lease gone: attempt 2 is claimed after that);\n"
