@@ -282,6 +282,17 @@ async def drive(concurrency: int, total: int, one_request) -> tuple[list[Request
     return done, time.perf_counter() - t0
 
 
+def server_args(kind: str, app: str, port: int) -> list[str]:
+    """The arguments after `python` that serve the ASGI `app` on 127.0.0.1:`port`: daphne
+    (what the README runs) or uvicorn with uvloop and httptools (an operator's choice)."""
+    if kind == "daphne":
+        return ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app]
+    if kind != "uvicorn":
+        raise ValueError(f"server must be daphne or uvicorn, not {kind!r}")
+    return ["-m", "uvicorn", "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning",
+            "--host", "127.0.0.1", "--port", str(port), app]
+
+
 def free_port() -> int:
     import socket
 

@@ -149,10 +149,7 @@ class Server:
 
 
 def server_cmd(kind: str, app: str, port: int) -> list[str]:
-    if kind == "daphne":
-        return [common.PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app]
-    return [common.PY, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
-            "--log-level", "warning", "--port", str(port), app]
+    return [common.PY, *common.server_args(kind, app, port)]
 
 
 PROFILE: dict = {}  # server name -> path of a py-spy profile to record at its last level (--profile)

@@ -2,7 +2,7 @@
 SSE setup, the claim, the engine hand-off and the finalize, in every process.
 
     .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--history N] [--root DIR]
-                                      [--surface rest|v1] [--profile] [--tag X]
+                                      [--surface rest|v1] [--server daphne|uvicorn] [--profile] [--tag X]
 
 One-token runs on the fake engine (zero step time), `concurrency` clients each
 posting a message and reading its events to the end, over and over; the stack's
@@ -14,6 +14,7 @@ week), as a platform that has served a while has: a query whose cost grows with 
 table shows here. `--root DIR` runs another checkout's code (an A/B of a change).
 `--surface v1` sends each run as one streamed POST /v1/chat/completions (a new
 conversation each) instead of the REST API's message POST and events GET.
+`--server uvicorn` serves the web with uvicorn (uvloop, httptools) instead of daphne.
 """
 import argparse
 import asyncio
@@ -104,13 +105,14 @@ def main() -> None:
     ap.add_argument("--surface", choices=("rest", "v1"), default="rest",
                     help="rest: POST a message, then GET its events (two requests); v1: one streamed "
                          "POST /v1/chat/completions")
+    ap.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the web's ASGI server")
     a = ap.parse_args()
     tag = f"_{a.tag}" if a.tag else ""
     stack = Stack(db_name="bench_per_run", root=a.root)
     try:
         key = stack.seed()
         fill_history(stack, a.history)
-        web, url = stack.start_web()
+        web, url = stack.start_web(server=a.server)
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=0.0,
                                     CHATSITE_WORKER_SLOTS=a.concurrency + 8)
         pids = {"web": web.pid, "worker": worker.pid, **stack.server_pids()}
@@ -120,8 +122,9 @@ def main() -> None:
         stack.stop()
     common.write_json(f"per_run{tag}.json", data)
     rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
-    data.update(history=a.history, root=a.root)
-    text = (f"{data['ok']} one-token runs through {a.surface} ({a.concurrency} clients, fake engine, {a.history} "
+    data.update(history=a.history, root=a.root, server=a.server)
+    text = (f"{data['ok']} one-token runs through {a.surface} under {a.server} ({a.concurrency} clients, fake engine, "
+            f"{a.history} "
             f"earlier runs in the table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "
             f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"
             + report.table(["process", "CPU ms per run"], rows)

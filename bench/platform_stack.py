@@ -125,11 +125,11 @@ class Stack:
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
 
-    def start_web(self, **env) -> tuple["Proc", str]:
+    def start_web(self, *, server: str = "daphne", **env) -> tuple["Proc", str]:
+        """The web under `server` (daphne, as the README runs it, or uvicorn)."""
         env.setdefault("DATABASE_POOL_MAX", 24)  # as the Procfile runs the web
         port = common.free_port()
-        proc = self._start(f"web-{port}", ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                           "chatsite.asgi:application"], env)
+        proc = self._start(f"web-{port}", common.server_args(server, "chatsite.asgi:application", port), env)
         url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 60
         while time.monotonic() < end:
@@ -139,7 +139,7 @@ class Stack:
                     return proc, url
             except httpx.HTTPError:
                 time.sleep(0.2)
-        raise TimeoutError(f"daphne did not answer; see {proc.log_path}")
+        raise TimeoutError(f"{server} did not answer; see {proc.log_path}")
 
     def start_worker(self, name: str, *, pool: str = common.POOL, timeout: float = 600, **env) -> "Proc":
         env.setdefault("DATABASE_POOL_MAX", 8)  # as scripts/run.sh runs workers
