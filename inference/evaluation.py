@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.stat_logger import EngineCounters, stat_loggers
+from inference.vllm_backend import shut_down
 
 # Fixed prompts about Python, which both the tiny trained models (their replies recall the docs)
 # and SmolLM2 answer; perplexity is measured separately on held-out Python docs text.
@@ -102,7 +103,7 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
                 nll -= logprobs[token].logprob
                 count += 1
     finally:
-        engine.shutdown()
+        shut_down(engine)
     return Measurement(completions=[list(o.outputs[0].token_ids) for o in outs],
                        texts=[o.outputs[0].text for o in outs], heldout_nll=nll, heldout_tokens=count,
                        draft_tokens=counters._draft_tokens, accepted_tokens=counters._accepted_tokens,

@@ -14,6 +14,19 @@ log = logging.getLogger(__name__)
 MAX_STREAM_INTERVAL = 16
 
 
+def shut_down(engine) -> None:
+    """Shut an AsyncLLM down, once. Its __del__ shuts it down again when it is collected,
+    and an engine still referenced (its output handler's task holds it) is collected at
+    interpreter exit, when vLLM's module globals are already None: a TypeError traceback
+    on every worker's exit. The instance's own `shutdown` becomes a no-op after the first."""
+    engine.shutdown()
+    engine.shutdown = _shut_down_already
+
+
+def _shut_down_already(*_args, **_kwargs) -> None:
+    return None
+
+
 def stream_interval(window: float, step_seconds: float) -> int:
     """How many engine steps vLLM gathers into one output of a request so that outputs
     come about once per `window` (the stream writer's coalescing window): a request's
@@ -150,4 +163,4 @@ class VllmBackend:
 
     async def shutdown(self) -> None:
         if self.engine is not None:
-            self.engine.shutdown()
+            shut_down(self.engine)
