@@ -138,11 +138,22 @@ def engine_config_problems(*, model: str, context_length: int, engine_args: dict
     return problems
 
 
+# vLLM's CPU build keeps an FP8 KV cache only on x86 with AVX-512 or AMX (/proc/cpuinfo's
+# flags); on an AVX2 machine its engine refused one at start.
+FP8_KV_CPU_FLAGS = frozenset({"avx512f", "amx_tile"})
+
+
 def host_problems(*, model: str, context_length: int, args: dict, device: str, gpu_count: int,
-                  kv_cache_bytes: int | None) -> list[str]:
-    """What only the worker's host can tell: its GPUs, and whether its KV budget (on a CPU,
-    VLLM_CPU_KVCACHE_SPACE) holds one request at the full context length."""
+                  kv_cache_bytes: int | None, cpu_flags: frozenset | None = None) -> list[str]:
+    """What only the worker's host can tell: its GPUs, whether its KV budget (on a CPU,
+    VLLM_CPU_KVCACHE_SPACE) holds one request at the full context length, and whether its
+    CPU (`cpu_flags`, None: not known) can hold an FP8 KV cache."""
     problems = []
+    kv_dtype = args.get("kv_cache_dtype", "auto")
+    if device == "cpu" and cpu_flags is not None and str(kv_dtype).startswith("fp8") \
+            and not FP8_KV_CPU_FLAGS & cpu_flags:
+        problems.append(f"kv_cache_dtype {kv_dtype!r} needs a CPU with AVX-512 or AMX (vLLM's CPU build has no FP8 "
+                        f"KV cache without them) and this host's has neither: use kv_cache_dtype 'auto'")
     tp = args.get("tensor_parallel_size", 1)
     if device == "gpu" and isinstance(tp, int) and tp > gpu_count:
         problems.append(f"tensor_parallel_size {tp} needs {tp} GPUs; this host has {gpu_count}")

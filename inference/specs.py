@@ -47,6 +47,19 @@ def _cpu_kv_cache_bytes() -> int | None:
     return int(value) * 2**30 if value.isdigit() else None
 
 
+def cpu_flags() -> frozenset | None:
+    """This host's CPU flags (x86 Linux: /proc/cpuinfo's first `flags` line); None when
+    there is no such line (another architecture, another OS): not known, not checked."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     pool: str
@@ -68,7 +81,8 @@ class EngineSpec:
         if not problems:
             problems = host_problems(model=model, context_length=context_length, args=args, device=device,
                                      gpu_count=_gpu_count() if device == "gpu" else 0,
-                                     kv_cache_bytes=_cpu_kv_cache_bytes() if device == "cpu" else None)
+                                     kv_cache_bytes=_cpu_kv_cache_bytes() if device == "cpu" else None,
+                                     cpu_flags=cpu_flags() if device == "cpu" else None)
         if problems:
             raise EngineSpecError(f"pool {pool!r} cannot start: " + "; ".join(problems))
         return cls(pool=pool, model=model, max_model_len=context_length, args=args)

@@ -2,6 +2,7 @@
 one module the web tier (pool save) and the worker (EngineSpec.build) both call, with
 the reason; good lever settings pass."""
 import json
+import os
 import shutil
 
 import pytest
@@ -93,7 +94,8 @@ def test_bad_settings_are_refused_with_the_reason_by_the_pool_and_the_worker(mod
 
 
 @pytest.mark.parametrize("case,overrides", GOOD, ids=[g[0] for g in GOOD])
-def test_good_lever_settings_pass_both_checks(models, case, overrides):
+def test_good_lever_settings_pass_both_checks(models, case, overrides, monkeypatch):
+    monkeypatch.setattr("inference.specs.cpu_flags", lambda: frozenset({"avx2", "avx512f"}))  # an FP8 KV host
     args = {**DEMO_ENGINE_ARGS, **overrides}
     assert engine_config_problems(model=str(models / "flagship"), context_length=1024, engine_args=args,
                                   device="cpu") == []
@@ -186,3 +188,38 @@ def test_the_demo_pools_arguments_pass_for_the_real_model_folders():
     bf32 = {**DEMO_POOL_ENGINE_ARGS["small"], "dtype": "float32"}  # INT8 matmuls need 16-bit activations
     assert any("needs dtype bfloat16" in p.message for p in engine_config_problems(
         model=str(small), context_length=8192, engine_args=bf32, device="cpu"))
+
+
+def test_the_worker_refuses_an_fp8_kv_cache_on_a_cpu_without_avx512_or_amx(smollm_shape):
+    args = {**ENGINE_ARG_DEFAULTS, **DEMO_POOL_ENGINE_ARGS["flagship"], "kv_cache_dtype": "fp8"}
+
+    def problems(flags):
+        return host_problems(model=str(smollm_shape), context_length=8192, args=args, device="cpu", gpu_count=0,
+                             kv_cache_bytes=None, cpu_flags=flags)
+
+    assert problems(frozenset({"sse4_2", "avx2", "fma"})) == [
+        "kv_cache_dtype 'fp8' needs a CPU with AVX-512 or AMX (vLLM's CPU build has no FP8 KV cache without them) "
+        "and this host's has neither: use kv_cache_dtype 'auto'"]
+    assert problems(frozenset({"avx2", "avx512f"})) == []
+    assert problems(frozenset({"avx2", "amx_tile"})) == []
+    assert problems(None) == []  # flags not known (not x86 Linux): not checked
+    auto = {**args, "kv_cache_dtype": "auto"}
+    assert host_problems(model=str(smollm_shape), context_length=8192, args=auto, device="cpu", gpu_count=0,
+                         kv_cache_bytes=None, cpu_flags=frozenset({"avx2"})) == []
+
+
+def test_a_worker_on_an_avx2_host_refuses_an_fp8_kv_pool_before_starting_an_engine(models, monkeypatch):
+    monkeypatch.setattr("inference.specs.cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    with pytest.raises(EngineSpecError, match="cannot start: kv_cache_dtype 'fp8_e5m2' needs a CPU with AVX-512"):
+        EngineSpec.build(pool="x", model=str(models / "flagship"), context_length=1024,
+                         engine_args={**DEMO_ENGINE_ARGS, "kv_cache_dtype": "fp8_e5m2"}, device="cpu")
+
+
+def test_this_hosts_cpu_flags_are_read():
+    from inference.specs import cpu_flags
+
+    flags = cpu_flags()
+    if os.path.exists("/proc/cpuinfo") and "flags" in open("/proc/cpuinfo").read():
+        assert flags and "fpu" in flags
+    else:
+        assert flags is None

@@ -1,11 +1,11 @@
 """The quality gate on real engines: speculation must leave every greedy reply
 unchanged; a lossy variant is judged by the operator's tolerance on real figures."""
-import os
 
 import pytest
 from django.core.management import call_command
 
-from inference.engine_config import TINY_ENGINE_ARGS
+from inference.engine_config import FP8_KV_CPU_FLAGS, TINY_ENGINE_ARGS
+from inference.specs import cpu_flags
 from chatsite.pools.models import GateStatus, ModelPool
 from tests.factories import PoolFactory
 from workers.quality_gate import Tolerance, judge, lossy_differences
@@ -16,8 +16,7 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
 # vLLM's CPU build has an FP8 KV cache only on x86 with AVX-512 or AMX; an AVX2 machine refuses
 # it at engine start, and there bfloat16 alone gave the same greedy replies as float32 (no loss).
 LOSSY = {"dtype": "bfloat16", "kv_cache_dtype": "fp8"}
-_FLAGS = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
-FP8_KV_ON_CPU = "avx512f" in _FLAGS or "amx_tile" in _FLAGS
+FP8_KV_ON_CPU = bool(FP8_KV_CPU_FLAGS & (cpu_flags() or frozenset()))
 
 
 @pytest.fixture
