@@ -156,7 +156,8 @@ def _build_tokenizer(root: Path, train: list[tuple[str, str, str]], data_sha: st
     from transformers import PreTrainedTokenizerFast
 
     final, tmp = root / "tokenizer", root / ".tokenizer.tmp"
-    fingerprint = _sha256(f"{CODE_VERSION}/{VOCAB_SIZE}/{SPECIAL_TOKENS}/{data_sha}".encode())
+    fingerprint = _sha256(f"{CODE_VERSION}/{VOCAB_SIZE}/{SPECIAL_TOKENS}/{data_sha}/"
+                          f"{json.dumps(model_cache.converters('tokenizers', 'transformers'))}".encode())
     if _read_marker(final).get("fingerprint") == fingerprint:
         model_cache.save("demo-tokenizer", fingerprint, final)  # a checkout built before the cache seeds it
         return final
@@ -277,7 +278,7 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
 
     The shared tokenizer lives in root/tokenizer and held-out docs text (for
     perplexity) in root/heldout.txt.  A model directory is reused when its
-    ``build.json`` fingerprint (config + tokenizer + CODE_VERSION) matches;
+    ``build.json`` fingerprint (config + tokenizer + CODE_VERSION + the torch and transformers versions) matches;
     otherwise it is copied from the machine's model cache (inference.model_cache) when that
     holds the same fingerprint, else rebuilt in root/.{name}.tmp and renamed into place
     (and saved to the cache).
@@ -295,7 +296,8 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
     for name in names:
         cfg = DEMO_MODELS[name]
         final, tmp = model_path(root, name), root / f".{name}.tmp"
-        fingerprint = _sha256(json.dumps([asdict(cfg), tok_sha, data_sha, CODE_VERSION]).encode())
+        fingerprint = _sha256(json.dumps([asdict(cfg), tok_sha, data_sha, CODE_VERSION,
+                                          model_cache.converters("torch", "transformers")]).encode())
         if _read_marker(final).get("fingerprint") == fingerprint:
             model_cache.save(f"demo-{name}", fingerprint, final)  # a checkout built before the cache seeds it
             log(f"[{name}] up to date at {final}")

@@ -70,3 +70,18 @@ def save(name: str, fingerprint: str, built: Path) -> None:
         pass  # another checkout saved it first (rename onto a full folder fails), or no space
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def converters(*packages: str) -> dict[str, str | None]:
+    """The installed versions of the packages a build's output depends on: part of its
+    fingerprint, so that the machine's model cache, shared by checkouts with other
+    environments, never hands one a checkpoint another version of them converted."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in packages:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out

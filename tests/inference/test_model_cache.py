@@ -48,6 +48,24 @@ def test_another_configuration_is_built_not_copied(tmp_path, cache, monkeypatch)
     assert calls == ["small", "small"] and (built["small"] / "model.safetensors").read_bytes() == b"small 1"
 
 
+def test_a_checkout_with_another_torch_trains_its_own(tmp_path, cache, monkeypatch):
+    """The cache is shared by checkouts whose environments may differ: a build made with
+    another version of the libraries that made it is not handed over."""
+    calls = []
+    monkeypatch.setattr(demo_models, "_train_model", _fake_training(calls))
+    demo_models.build_demo_models(tmp_path / "a", names=("small",), log=lambda line: None)
+    real = model_cache.converters
+    monkeypatch.setattr(model_cache, "converters",
+                        lambda *names: {**real(*names), **({"torch": "0.0.1"} if "torch" in names else {})})
+    demo_models.build_demo_models(tmp_path / "b", names=("small",), log=lambda line: None)
+    assert calls == ["small", "small"]
+
+
+def test_converters_names_the_installed_versions():
+    versions = model_cache.converters("torch", "no-such-package-here")
+    assert versions["torch"] and versions["no-such-package-here"] is None
+
+
 def test_an_up_to_date_checkout_seeds_an_empty_cache(tmp_path, cache, monkeypatch):
     calls = []
     monkeypatch.setattr(demo_models, "_train_model", _fake_training(calls))
