@@ -8,8 +8,9 @@ same model, same pinned engine arguments, same prompts, same output length.
 The machine is shared (other sessions' test suites and model builds come and go),
 so the arms are interleaved instead of run one after the other: all three are
 loaded first, then for each repetition and level the arms are driven one at a
-time, in a rotating order, so a burst of someone else's load hits every arm
-alike. An arm that is not being driven is idle (its engine sleeps; its CPU is
+time, in an order that changes each time (rotated, and reversed every other time:
+`arm_order`), so a burst of someone else's load hits every arm alike and no arm
+always follows the same one. An arm that is not being driven is idle (its engine sleeps; its CPU is
 measured and reported). Each arm's figures pool all its repetitions.
 
 Writes bench/out/compare[_tag].{json,md,png}.
@@ -97,8 +98,19 @@ def all_pids(arms: dict) -> dict:
     return pids
 
 
+def arm_order(arms: str, turn: int) -> str:
+    """The order of the arms in the `turn`-th (repetition, level) pair: every other turn
+    the previous one reversed (so any two arms run in both orders within two turns), and
+    rotated by one every two turns. Rotation alone kept a cyclic order: with three levels,
+    arm c ran right before arm e at each, and an A/B of c against e (the same platform,
+    another checkout) could read an arm's position as part of its code's effect."""
+    shift = (turn // 2) % len(arms)
+    order = arms[shift:] + arms[:shift]
+    return order[::-1] if turn % 2 else order
+
+
 async def measure(arms: dict, levels: list[int], reps: int, profile: bool) -> dict:
-    """Drive the arms one at a time, rotating their order per repetition and level."""
+    """Drive the arms one at a time, their order changing per repetition and level (`arm_order`)."""
     pids = all_pids(arms)
     raw = defaultdict(lambda: defaultdict(list))  # arm -> level -> [(reqs, wall, cpu, extra)]
     async with sse_client.session(limit=0) as http:
@@ -110,11 +122,9 @@ async def measure(arms: dict, levels: list[int], reps: int, profile: bool) -> di
         meter.start()
         await asyncio.sleep(5)
         idle = meter.stop()
-        order = "".join(arms)
         for rep in range(reps):
             for li, c in enumerate(levels):
-                shift = (rep + li) % len(order)
-                for arm in order[shift:] + order[:shift]:
+                for arm in arm_order("".join(arms), rep * len(levels) + li):
                     meter = common.CpuMeter(pids)
                     meter.start()
                     result = await arms[arm].level(c)
