@@ -8,10 +8,10 @@ same model, same pinned engine arguments, same prompts, same output length.
 The machine is shared (other sessions' test suites and model builds come and go),
 so the arms are interleaved instead of run one after the other: all three are
 loaded first, then for each repetition and level the arms are driven one at a
-time, in an order that changes each time (rotated, and reversed every other time:
-`arm_order`), so a burst of someone else's load hits every arm alike and no arm
-always follows the same one. An arm that is not being driven is idle (its engine sleeps; its CPU is
-measured and reported). Each arm's figures pool all its repetitions.
+time, in an order that changes each time (reversed every other time, rotated every
+two: `arm_order`), so a burst of someone else's load hits every arm alike and no arm
+always follows the same one. An arm that is not being driven is idle (its engine
+sleeps; its CPU is measured and reported). Each arm's figures pool all its repetitions.
 
 Writes bench/out/compare[_tag].{json,md,png}.
 """

@@ -120,9 +120,9 @@ def main() -> None:
                                  a.surface))
     finally:
         stack.stop()
+    data.update(history=a.history, root=a.root, server=a.server, surface=a.surface)
     common.write_json(f"per_run{tag}.json", data)
     rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
-    data.update(history=a.history, root=a.root, server=a.server)
     text = (f"{data['ok']} one-token runs through {a.surface} under {a.server} ({a.concurrency} clients, fake engine, "
             f"{a.history} "
             f"earlier runs in the table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "

@@ -278,7 +278,8 @@ def build_demo_models(root: Path, names: Iterable[str] = ("flagship", "small"),
 
     The shared tokenizer lives in root/tokenizer and held-out docs text (for
     perplexity) in root/heldout.txt.  A model directory is reused when its
-    ``build.json`` fingerprint (config + tokenizer + CODE_VERSION + the torch and transformers versions) matches;
+    ``build.json`` fingerprint (config + tokenizer + CODE_VERSION + the torch and
+    transformers versions) matches;
     otherwise it is copied from the machine's model cache (inference.model_cache) when that
     holds the same fingerprint, else rebuilt in root/.{name}.tmp and renamed into place
     (and saved to the cache).
