@@ -9,11 +9,11 @@ vLLM's output loop in a worker), the first thread waits for the GIL to come back
 after every reply: up to the switch interval (sys.setswitchinterval, 5 ms by
 default). Per interval: the wall time of `trips` PINGs in one thread, alone and
 while another thread spins in Python, and the per-trip p50 / p95. Uses the Redis at
-REDIS_URL (default 127.0.0.1:6379, db 0). Writes bench/out/gil_convoy{tag}.md.
+REDIS_URL (default 127.0.0.1:6379, db 0). Writes bench/out/gil_convoy[_TAG].md.
 
 The platform keeps Python's default: with the web's and the worker's interval at
-0.5 ms, bench.probe_ttft moved no figure consistently (bench/out/RESULTS.md, Session
-15), since neither process has a thread that runs Python without ever blocking.
+0.5 ms, neither bench.probe_ttft nor bench.compare moved a figure consistently for the
+better, and CPU per token at concurrency 1 rose (bench/out/RESULTS.md, Session 15).
 """
 import argparse
 import os
@@ -88,7 +88,8 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['switch_ms']:g} | {r['alone_ms']:.1f} | {r['busy_ms']:.1f} | {r['alone_p50_ms']:.3f} | "
                      f"{r['busy_p50_ms']:.2f} / {r['busy_p95_ms']:.2f} |")
-    (common.OUT / f"gil_convoy{args.tag}.md").write_text("\n".join(lines) + "\n")
+    tag = f"_{args.tag}" if args.tag else ""
+    (common.OUT / f"gil_convoy{tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
