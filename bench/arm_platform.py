@@ -184,14 +184,16 @@ class PlatformArm:
     """The platform's processes on their own database and Redis; `level(c)` runs one
     concurrency level through the REST API and SSE."""
 
-    def __init__(self, prompts, *, worker_slots: int = 64, db_name: str = "bench_chatsite", root=common.ROOT):
+    def __init__(self, prompts, *, worker_slots: int = 64, db_name: str = "bench_chatsite", root=common.ROOT,
+                 server: str = "daphne"):
         self.prompts = prompts
         self.worker_slots = worker_slots
+        self.server = server  # the web's ASGI server (chatsite/web_server.py)
         self.stack = Stack(db_name=db_name, root=root)
 
     def start(self) -> None:
         self.key = self.stack.seed()
-        self.web, self.url = self.stack.start_web()
+        self.web, self.url = self.stack.start_web(server=self.server)
         self.worker = self.stack.start_worker(
             "bench", VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"),
             CHATSITE_WORKER_SLOTS=self.worker_slots)

@@ -293,6 +293,17 @@ def server_args(kind: str, app: str, port: int) -> list[str]:
             "--host", "127.0.0.1", "--port", str(port), app]
 
 
+def web_args(kind: str, port: int, root: Path = ROOT) -> list[str]:
+    """The arguments after `python` that serve the platform's web on 127.0.0.1:`port` as the
+    Procfile does (chatsite/web_server.py: its access log on, under either server); for
+    code from before that launcher (`root`, a base worktree), the servers' own commands."""
+    if kind not in ("daphne", "uvicorn"):
+        raise ValueError(f"server must be daphne or uvicorn, not {kind!r}")
+    if not (Path(root) / "chatsite" / "web_server.py").exists():
+        return server_args(kind, "chatsite.asgi:application", port)
+    return ["-m", "chatsite.web_server", "--server", kind, "--host", "127.0.0.1", "--port", str(port)]
+
+
 def free_port() -> int:
     import socket
 

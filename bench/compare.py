@@ -199,6 +199,8 @@ def main() -> None:
     ap.add_argument("--base-root", default="",
                     help="add arm (e) (and (f) with --openai): the platform of another checkout (a worktree of the "
                          "commit before a change), interleaved with (c) and (d) for an A/B in one run")
+    ap.add_argument("--base-server", choices=("daphne", "uvicorn"), default="daphne",
+                    help="the web server of arms (e) and (f); with --base-root . the same code under uvicorn")
     ap.add_argument("--colocate-baselines", action="store_true",
                     help="give arms (a) and (b) the platform's engine-core placement too (default: vLLM as shipped)")
     a = ap.parse_args()
@@ -213,10 +215,13 @@ def main() -> None:
     if a.openai:
         arms["d"] = PlatformOpenAIArm(platform)
     if a.base_root:
-        base = PlatformArm(prompts, worker_slots=slots, db_name="bench_chatsite_base", root=Path(a.base_root))
+        base = PlatformArm(prompts, worker_slots=slots, db_name="bench_chatsite_base", root=Path(a.base_root),
+                            server=a.base_server)
         arms["e"] = base
         if a.openai:
             arms["f"] = PlatformOpenAIArm(base)
+    if a.base_root and a.base_server != "daphne":
+        report.ARM_NAMES.update(e=f"(e) as (c), {a.base_server}", f=f"(f) as (d), {a.base_server}")
     summary, res = run_phase(arms, levels, a.reps, a.profile)
     lengths = sorted({len(ids) for _, ids in prompts})
     prompt_tokens = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])

@@ -260,7 +260,7 @@ def platform_servers(stack, max_clients: int):
     for kind in ("daphne", "uvicorn"):
         port = common.free_port()
         servers[f"platform web ({kind})"] = lambda kind=kind, port=port: Server(
-            f"platform-{kind}", server_cmd(kind, "chatsite.asgi:application", port), env, port)
+            f"platform-{kind}", [common.PY, *common.web_args(kind, port)], env, port)
     return runs, servers
 
 

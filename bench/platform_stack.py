@@ -129,7 +129,7 @@ class Stack:
         """The web under `server` (daphne, as the README runs it, or uvicorn)."""
         env.setdefault("DATABASE_POOL_MAX", 24)  # as the Procfile runs the web
         port = common.free_port()
-        proc = self._start(f"web-{port}", common.server_args(server, "chatsite.asgi:application", port), env)
+        proc = self._start(f"web-{port}", common.web_args(server, port, root=self.root), env)
         url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 60
         while time.monotonic() < end:

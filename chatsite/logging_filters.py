@@ -24,3 +24,14 @@ class RedactSecrets(logging.Filter):
         if clean != message:
             record.msg, record.args = clean, None
         return True
+
+
+class RedactArgs(logging.Filter):
+    """For a log whose formatter reads its record's arguments one by one (uvicorn's access
+    log: client, method, path with query string, version, status): each text argument
+    redacted in place, the arguments' shape kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in record.args)
+        return True

@@ -30,6 +30,20 @@ def live_url(stack_env):
     proc.stop()
 
 
+@pytest.fixture(scope="session")
+def uvicorn_url(stack_env):
+    """The same web under uvicorn (CHATSITE_WEB_SERVER=uvicorn, an operator's choice)."""
+    proc, url = stack.start_web(stack_env, server="uvicorn")
+    yield url
+    proc.stop()
+
+
+@pytest.fixture(params=["daphne", "uvicorn"])
+def web_url(request):
+    """The web under each server the launcher offers (chatsite/web_server.py)."""
+    return request.getfixturevalue("live_url" if request.param == "daphne" else "uvicorn_url")
+
+
 def _ensure_pools(django_db_blocker, names):
     with django_db_blocker.unblock():
         for name in names:

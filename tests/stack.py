@@ -104,24 +104,24 @@ def in_netns(netns: str | None, cmd: list[str]) -> list[str]:
 
 
 def start_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None,
-              name: str | None = None) -> tuple[Proc, str]:
-    return wait_for_web(launch_web(env, host=host, port=port, netns=netns, name=name))
+              name: str | None = None, server: str = "daphne") -> tuple[Proc, str]:
+    return wait_for_web(launch_web(env, host=host, port=port, netns=netns, name=name, server=server))
 
 
 def launch_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None,
-               name: str | None = None) -> Proc:
-    """A daphne started but not waited for (wait_for_web waits): processes launched together
-    boot side by side."""
+               name: str | None = None, server: str = "daphne") -> Proc:
+    """The web (under daphne, or `server`) started as the Procfile starts it, not waited for
+    (wait_for_web waits): processes launched together boot side by side."""
     env = {"DATABASE_POOL_MAX": "24", **env}  # the web runs with a connection pool, as the Procfile starts it
     port = port or free_port()
-    proc = Proc(name or f"web-{port}", in_netns(netns, [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
-                                                       "chatsite.asgi:application"]), env)
+    proc = Proc(name or f"web-{port}", in_netns(netns, [sys.executable, "-m", "chatsite.web_server", "--server", server,
+                                                       "--host", host, "--port", str(port)]), env)
     proc.url = f"http://{host}:{port}"
     return proc
 
 
 def wait_for_web(proc: Proc, timeout: float = 30) -> tuple[Proc, str]:
-    """Until a launched daphne answers /healthz."""
+    """Until a launched web answers /healthz."""
     url = proc.url
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -131,7 +131,7 @@ def wait_for_web(proc: Proc, timeout: float = 30) -> tuple[Proc, str]:
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.stop()
-    raise TimeoutError(f"daphne did not answer:\n{proc.log_text()[-3000:]}")
+    raise TimeoutError(f"the web did not answer:\n{proc.log_text()[-3000:]}")
 
 
 def start_worker(env: dict, *, pool: str, name: str, timeout: float = 60, extra_args=(),

@@ -41,10 +41,10 @@ def test_raw_bad_bytes_on_the_wire_are_400(live_url, auth, chat):
     assert Message.objects.count() == 0
 
 
-def test_one_megabyte_body_is_413(live_url, auth, chat):
+def test_one_megabyte_body_is_413(web_url, auth, chat):
     body = b'{"content": "' + b"x" * (1 << 20) + b'"}'
     for path in (f"/api/chats/{chat.pk}/messages/", "/v1/chat/completions"):
-        resp = httpx.post(live_url + path, content=body, headers={**auth, "Content-Type": "application/json"},
+        resp = httpx.post(web_url + path, content=body, headers={**auth, "Content-Type": "application/json"},
                           timeout=30)
         assert "too large" in _error(resp, 413)["message"]
     assert Message.objects.count() == 0

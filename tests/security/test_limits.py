@@ -41,8 +41,8 @@ def _read_response(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.parametrize("path", ["/api/chats/", "/v1/chat/completions", "/login/"])
-def test_a_declared_oversized_body_is_refused_before_it_is_sent(live_url, path):
-    sock = _raw_request(live_url, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+def test_a_declared_oversized_body_is_refused_before_it_is_sent(web_url, path):
+    sock = _raw_request(web_url, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                   f"Content-Length: {10 * 1024 ** 3}\r\nExpect: 100-continue\r\n\r\n")
     start = time.monotonic()
     response = _read_response(sock)  # not one byte of the 10 GiB was sent
@@ -53,8 +53,8 @@ def test_a_declared_oversized_body_is_refused_before_it_is_sent(live_url, path):
     print(f"413 for a declared 10 GiB body to {path} after {took * 1000:.1f} ms")
 
 
-def test_a_chunked_body_is_cut_off_as_it_passes_the_limit(live_url):
-    sock = _raw_request(live_url, "POST /api/chats/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+def test_a_chunked_body_is_cut_off_as_it_passes_the_limit(web_url):
+    sock = _raw_request(web_url, "POST /api/chats/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                   "Transfer-Encoding: chunked\r\n\r\n")
     chunk = b"%x\r\n%s\r\n" % (16 * 1024, b" " * 16 * 1024)
     sent, response = 0, b""
