@@ -9,6 +9,7 @@ import click
 from celery import Celery
 
 from chatsite.runs.queues import MAINTENANCE
+from workers.broker import transport_for
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
@@ -29,6 +30,7 @@ app.conf.update(
     task_default_queue=MAINTENANCE,
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,
+    broker_transport=transport_for(settings.CELERY_BROKER_URL),  # kombu's Redis, one client per pool (workers/broker.py)
     broker_transport_options={
         # A message unacknowledged this long is delivered again (a dead worker's runs).
         "visibility_timeout": settings.CHATSITE["VISIBILITY_TIMEOUT_SECONDS"],
