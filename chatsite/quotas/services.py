@@ -17,15 +17,8 @@ from chatsite import redis_keys
 from chatsite.errors import RateLimited
 from chatsite.metrics.counters import count_refusal
 from chatsite.quotas.models import TenantQuota, TenantUsage
-from chatsite.quotas.periods import period_end, period_start
+from chatsite.quotas.periods import period_end, period_start, period_start_sql
 from chatsite.redis_client import get_redis
-from chatsite.rows import prepared
-
-# Plain SQL: every run settles once, and the ORM's compilation of this update cost
-# more CPU than the statement (bench/lifecycle_cpu.py).
-_SETTLE = prepared(
-    f'UPDATE "{TenantUsage._meta.db_table}" SET reserved_tokens = GREATEST(reserved_tokens - %s, 0), '
-    f'used_tokens = used_tokens + %s WHERE tenant_id = %s AND period_start = %s')
 
 
 @dataclass(frozen=True)
@@ -146,20 +139,16 @@ def quota_record_refusal(*, tenant) -> None:
     TenantUsage.objects.filter(pk=usage.pk).update(refused_requests=F("refused_requests") + 1)
 
 
-def quota_settle(*, run, period: str | None = None) -> None:
-    """Release a finished run's reservation and record what it used, in one statement
-    (call it last in finalize's transaction: the row lock lasts until commit).
-    `period`: the tenant's budget period if the caller has read it (else one query)."""
-    if period is None:
-        quota = quota_for(run.tenant)
-        period = quota.period if quota else TenantQuota.Period.MONTH
-    start = period_start(run.queued_at, period)
-    # A completion's choices after the first answer the same prompt: it is counted once.
-    used = (run.prompt_tokens if run.choice_of_id is None else 0) + run.completion_tokens
-    with connection.cursor() as cur:
-        cur.execute(_SETTLE, [run.reserved_tokens, used, run.tenant_id, start])
-        updated = cur.rowcount
-    if not updated:  # the period's first figure (its admission fell in the period before)
-        TenantUsage.objects.get_or_create(tenant_id=run.tenant_id, period_start=start)
-        TenantUsage.objects.filter(tenant_id=run.tenant_id, period_start=start).update(
-            used_tokens=F("used_tokens") + used)
+def settle_sql(run: str) -> str:
+    """A finished run settled on its tenant's usage row, as a data-modifying statement for a
+    CTE: its reservation released and the tokens it used recorded, on the row of the
+    period its run was queued in (made, with what it used, if that period has none yet:
+    its admission reserved nothing). `run`: a CTE of one row with the run's tenant_id,
+    queued_at, reserved_tokens, `used` (its tokens: a completion's choices after the first
+    answer the same prompt, counted once) and the tenant's budget `period` (NULL: month)."""
+    usage = TenantUsage._meta.db_table
+    return (f'INSERT INTO "{usage}" AS u (tenant_id, period_start, used_tokens, reserved_tokens, refused_requests) '
+            f'SELECT {run}.tenant_id, {period_start_sql(f"{run}.queued_at", f"{run}.period")}, {run}.used, 0, 0 '
+            f'FROM {run} ON CONFLICT (tenant_id, period_start) DO UPDATE SET '
+            f'reserved_tokens = GREATEST(u.reserved_tokens - (SELECT reserved_tokens FROM {run}), 0), '
+            f'used_tokens = u.used_tokens + EXCLUDED.used_tokens')
