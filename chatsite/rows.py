@@ -90,18 +90,24 @@ class Insert:
         columns = ", ".join(f'"{f.column}"' for f in self.fields)
         self.head = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES '
         self.row = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
-        self._sql: dict[int, str] = {}  # by the number of rows
+        self._sql: dict[tuple, str] = {}  # by the number of rows (and the write along, or the link)
 
-    def save(self, *objs):
-        """Insert `objs` (new instances) in order; returns them, saved."""
-        params, db = [], _db()
+    def save(self, *objs, along: tuple[str, list] | None = None):
+        """Insert `objs` (new instances) in order; returns them, saved. `along`: another
+        write (an UPDATE's SQL with no RETURNING, and its parameters) done in the same
+        statement, as a data-modifying CTE: two writes in one round trip. It runs on the
+        statement's snapshot, so it must not depend on the rows inserted here."""
+        params, db = list(along[1]) if along else [], _db()
         for obj in objs:
             params += self._values(obj, db)
-        sql = self._sql.get(len(objs))
+        key = (len(objs), along[0] if along else None)
+        sql = self._sql.get(key)
         if sql is None:
             sql = f'{self.head}{", ".join([self.row] * len(objs))} RETURNING "{self.pk.column}"'
+            if along:
+                sql = f"WITH along AS ({along[0]}) {sql}"
             if len(objs) <= PREPARED_ROWS:
-                self._sql[len(objs)] = prepared(sql)
+                self._sql[key] = prepared(sql)
         with db.cursor() as cur:
             cur.execute(sql, params)
             ids = [r[0] for r in cur.fetchall()]  # in the VALUES order (as bulk_create relies on)

@@ -1,5 +1,6 @@
-"""Admission's statements: a turn's question and replies in one INSERT, and no savepoint
-for a /v1 call's admission unless it can recover from something (chatsite/runs/services/admission.py)."""
+"""Admission's statements: a turn's question and replies in one INSERT, the chat's new path
+end saved by the run's INSERT, and no savepoint for a /v1 call's admission unless it can
+recover from something (chatsite/runs/services/admission.py)."""
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -27,6 +28,18 @@ def test_a_parent_and_its_children_are_one_statement_and_come_back_linked(chat):
     assert [(saved[c.pk].parent_id, saved[c.pk].content) for c in children] == [(parent.pk, "v0"), (parent.pk, "v1"),
                                                                                 (parent.pk, "v2")]
     assert [c.pk for c in children] == sorted(c.pk for c in children)  # in the order given
+
+
+def test_the_chats_new_path_end_and_title_are_saved_by_the_runs_insert(chat):
+    with CaptureQueriesContext(connection) as queries:
+        run = run_submit(chat=chat, content="A new   turn")
+    sql = [q["sql"] for q in queries]
+    chats, runs = Chat._meta.db_table, GenerationRun._meta.db_table
+    assert not [s for s in sql if s.startswith(f'UPDATE "{chats}"')], sql
+    [insert] = [s for s in sql if f'INSERT INTO "{runs}"' in s]
+    assert insert.startswith(f'WITH along AS (UPDATE "{chats}"'), insert
+    chat.refresh_from_db()
+    assert chat.current_leaf_id == run.assistant_message_id and chat.title == "A new turn"
 
 
 def _admitted(user, tenant, **kwargs) -> tuple[GenerationRun, list[str]]:

@@ -39,5 +39,5 @@ def test_the_statements_with_a_skew_sensitive_plan_are_not_marked():
 
     for sql in (admission._BUSY_AND_LEAF, shedding._QUEUED, shedding._FINISHED):
         assert sql not in rows.PREPARED
-    for sql in (admission._LOCK_CHAT, admission._SAVE_CHAT, claim._CLAIM, finalize._FINALIZE):
+    for sql in (admission._LOCK_CHAT, claim._CLAIM, finalize._FINALIZE):
         assert sql in rows.PREPARED

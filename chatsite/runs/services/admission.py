@@ -252,8 +252,8 @@ _LOCK_CHAT = prepared(
 _BUSY_AND_LEAF = (f'WITH leaf AS (SELECT COALESCE(%s, (SELECT max(id) FROM "{_MESSAGES}" WHERE chat_id = %s)) AS id) '
                   f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status = ANY(%s) LIMIT 1), leaf.id, '
                   f'(SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id) FROM leaf')
-_SAVE_CHAT = prepared(
-    f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s')
+# Done by the run's INSERT, which is prepared with it.
+_SAVE_CHAT = f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s'
 _INSERT_MESSAGES, _INSERT_RUNS = Insert(Message), Insert(GenerationRun)
 
 
@@ -314,8 +314,6 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
         chat.title = " ".join(turn.content.split())[:60]
     chat.current_leaf = reply
     chat.updated_at = timezone.now()
-    with connection.cursor() as cur:
-        cur.execute(_SAVE_CHAT, [chat.title, reply.pk, chat.updated_at, chat.pk])
     snapshot, prompt_tokens = _snapshot(chat, pool, asked, order.room, prefix=turn.continued)
     reservations = quota_reserve_choices(
         tenant=chat.tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=sampling.max_tokens,
@@ -329,7 +327,8 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
         reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,
     ) for i, (message, reservation, seed) in enumerate(zip(replies, reservations,
                                                             choice_seeds(sampling.seed, order.choices)))]
-    _INSERT_RUNS.save(runs[0])
+    # The chat's new path end and title are saved by the run's INSERT (one round trip).
+    _INSERT_RUNS.save(runs[0], along=(_SAVE_CHAT, [chat.title, reply.pk, chat.updated_at, chat.pk]))
     if len(runs) > 1:  # the other choices name the first
         for run in runs[1:]:
             run.choice_of = runs[0]
