@@ -34,7 +34,7 @@ _SAVED = rows.Columns(GenerationRun, "s", exclude=("prompt_snapshot",))
 # does not tell (a failed run's prompt tokens, a run with no token's timings) keeps its
 # value. Parameters: prompt tokens (NULL: kept), completion tokens, the run's id, the
 # terminal statuses; status, finished_at, completion tokens, finish reason, prompt tokens,
-# error (NULL: kept), first token's time (twice; NULL: kept), ITL (NULL: kept),
+# error (NULL: kept), first token's time (three times; NULL: kept), ITL (NULL: kept),
 # logprobs (JSON, saved only if the run asked for them); the reply's text and tokens.
 _FINALIZE = rows.prepared(
     f'WITH r AS (SELECT g.id, g.tenant_id, g.queued_at, g.reserved_tokens, g.assistant_message_id, '
