@@ -28,7 +28,7 @@ def daphne_argv(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), APP]
 
 
-def uvicorn_options(host: str, port: int, *, access_log: bool = True) -> dict:
+def uvicorn_options(host: str, port: int) -> dict:
     """uvicorn.run's keyword arguments for the platform's web."""
     from uvicorn.config import LOGGING_CONFIG
 
@@ -42,7 +42,7 @@ def uvicorn_options(host: str, port: int, *, access_log: bool = True) -> dict:
         "lifespan": "off",  # the application has no startup or shutdown of its own to run
         "proxy_headers": False,  # chatsite.tenancy.addresses reads X-Forwarded-For from trusted proxies only
         "server_header": False,
-        "access_log": access_log, "log_config": log_config,
+        "log_config": log_config,
         "timeout_graceful_shutdown": int(os.environ.get("CHATSITE_WEB_GRACE_SECONDS", GRACE_SECONDS)),
     }
 
@@ -52,7 +52,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--server", default=os.environ.get("CHATSITE_WEB_SERVER", "daphne") or "daphne")
     ap.add_argument("--host", default=os.environ.get("CHATSITE_HOST", "127.0.0.1"))
     ap.add_argument("--port", type=int, default=int(os.environ.get("CHATSITE_PORT", "8000")))
-    ap.add_argument("--no-access-log", action="store_true", help="uvicorn only: no access log")
     args = ap.parse_args(argv)
     if args.server not in SERVERS:
         ap.error(f"CHATSITE_WEB_SERVER (or --server) must be one of {', '.join(SERVERS)}, not {args.server!r}")
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         os.execv(sys.executable, daphne_argv(args.host, args.port))
     import uvicorn
 
-    uvicorn.run(APP, **uvicorn_options(args.host, args.port, access_log=not args.no_access_log))
+    uvicorn.run(APP, **uvicorn_options(args.host, args.port))
 
 
 if __name__ == "__main__":

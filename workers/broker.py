@@ -3,8 +3,8 @@
 kombu's Redis channel builds a new `redis.Redis` client (over the channel's connection
 pool) for every operation that is not given one: the acknowledgement of each task, the
 record of each unacknowledged delivery, and more. Building a client copies redis-py's
-response-callback tables: ~0.1-0.25 ms of CPU each on this machine, twice or more per
-run in a worker (bench.per_run's worker profile: `Channel._create_client`, 7.8% of the
+response-callback tables: 0.25 ms of CPU each, measured on this machine while a bench ran,
+twice or more per run in a worker (bench.per_run's worker profile: `Channel._create_client`, 7.8% of the
 worker's CPU per run). A client over a connection pool is safe to share between threads
 (each command takes a connection from the pool, each pipeline is its own object), so
 this channel keeps one per pool and builds a new one only when the channel's pool is
