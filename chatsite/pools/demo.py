@@ -32,7 +32,9 @@ DEMO_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 1024}
 # kept 7 of the 16 gate replies identical (held-out perplexity -0.1%). INT8 W8A8 measured
 # +2.7% perplexity and 1 of 16 identical replies, whose first words agree (the admin shows them),
 # at a third of the flagship's time per reply. So: at most +4% perplexity, at least 1 in 20
-# replies identical (a broken variant, with no reply identical, still fails).
+# replies identical (a broken variant, with no reply identical, still fails). Those figures are one
+# host's: on an AVX2-only AMD EPYC the same checkpoint measured +6.7% and 0 of 16, and ran
+# slower than float32, so there it fails and does not serve (scripts/run.sh then starts no worker for it).
 SMALL_GATE = {"gate_max_ppl_increase": 0.04, "gate_min_exact_match": 0.05}
 DEMO_POOLS = {
     "flagship": {"display_name": "SmolLM2 135M Instruct", "folder": SMOLLM2.name, "base": None, "gate": {}},

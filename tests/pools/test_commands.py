@@ -38,6 +38,16 @@ def test_list_pools_shows_each_pool_and_its_live_workers():
     assert "lp-idle (cpu, queues when cold): 0 live, 0 ready; replicas 0..8, recommended -" in lines
 
 
+def test_list_pools_enabled_names_lists_only_the_pools_that_serve():
+    PoolFactory(name="en-b")
+    PoolFactory(name="en-a")
+    PoolFactory(name="en-off", enabled=False)
+    out = io.StringIO()
+    call_command("list_pools", "--enabled-names", stdout=out)
+    names = [n for n in out.getvalue().splitlines() if n.startswith("en-")]
+    assert names == ["en-a", "en-b"]
+
+
 def _health(stack_env, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "manage.py", "worker_health", *args], cwd=ROOT, env=stack_env,
                           capture_output=True, text=True, timeout=60)

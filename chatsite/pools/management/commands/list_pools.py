@@ -22,8 +22,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", dest="as_json", help="one JSON document, for scripts")
+        parser.add_argument("--enabled-names", action="store_true",
+                            help="only the names of the enabled pools, one per line (scripts/run.sh starts "
+                                 "a worker for each of these)")
 
-    def handle(self, *args, as_json: bool = False, **opts):
+    def handle(self, *args, as_json: bool = False, enabled_names: bool = False, **opts):
+        if enabled_names:
+            for name in ModelPool.objects.filter(enabled=True).order_by("name").values_list("name", flat=True):
+                self.stdout.write(name)
+            return
         workers, now = live_workers(), time.time()
         pools = []
         for pool in ModelPool.objects.order_by("name"):
