@@ -241,8 +241,12 @@ CHATSITE.update({
     "HEARTBEAT_SECONDS": min(float(os.environ.get("CHATSITE_HEARTBEAT_SECONDS", "1.0")), 1.0),
     # Seconds a draining worker lets its runs finish before it hands the rest back.
     "DRAIN_SECONDS": float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30")),
-    # Tokens a worker gathers into one stream entry (a run's first token never waits).
+    # How long a worker gathers a run's tokens into one stream entry (a run's first token never
+    # waits): COALESCE_MS with one run streaming, growing with the runs it streams to
+    # COALESCE_BUSY_MS at COALESCE_BUSY_RUNS and more (workers/stream_writer.coalesce_window).
     "COALESCE_SECONDS": float(os.environ.get("CHATSITE_COALESCE_MS", "20")) / 1000,
+    "COALESCE_BUSY_SECONDS": float(os.environ.get("CHATSITE_COALESCE_BUSY_MS", "50")) / 1000,
+    "COALESCE_BUSY_RUNS": max(1, int(os.environ.get("CHATSITE_COALESCE_BUSY_RUNS", "16"))),
     # Prefix-cache affinity: a chat's next turn goes to the worker that holds its prefix.
     "AFFINITY": os.environ.get("CHATSITE_AFFINITY", "1") != "0",
     # Fair ordering between tenants within a pool's tier (chatsite/runs/fair_queue.py) and a

@@ -1,6 +1,7 @@
 """The real engine: one vLLM AsyncLLM, driven from the host's loop thread."""
 import logging
 import time
+from collections.abc import Callable
 
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
@@ -90,7 +91,8 @@ def token_logprobs(token_ids, positions, k: int) -> tuple[TokenLogprob, ...]:
 class VllmBackend:
     """Wraps AsyncLLM behind the EngineBackend interface."""
 
-    def __init__(self, spec: EngineSpec, colocate_engine_core: bool = True, output_window: float = 0.0):
+    def __init__(self, spec: EngineSpec, colocate_engine_core: bool = True,
+                 output_window: float | Callable[[], float] = 0.0):
         self.spec = spec
         self.colocate = colocate_engine_core
         self.output_window = output_window  # seconds between two outputs of a request, about
@@ -124,7 +126,8 @@ class VllmBackend:
         request's collector once per output (DELTA outputs, one per `stream_interval`
         steps at the engine's latest step time), and the collector's `put` is replaced by
         one that hands the output straight to `emit`."""
-        params = sampling_params(request, stream_interval(self.output_window, self._step_seconds))
+        window = self.output_window() if callable(self.output_window) else self.output_window
+        params = sampling_params(request, stream_interval(window, self._step_seconds))
         prompt_len = len(request.prompt_token_ids)
         k = request.logprobs
 

@@ -35,7 +35,7 @@ def current() -> Runtime | None:
     return _current
 
 
-def _backend(pool: ModelPool):
+def _backend(pool: ModelPool, output_window):
     kind = settings.CHATSITE["ENGINE"]
     if kind == "fake":
         from inference.fake_backend import FakeBackend
@@ -49,7 +49,7 @@ def _backend(pool: ModelPool):
     spec = EngineSpec.build(pool=pool.name, model=pool.model, context_length=pool.context_length,
                             engine_args=pool.engine_args)
     return VllmBackend(spec, colocate_engine_core=settings.CHATSITE["COLOCATE_ENGINE_CORE"],
-                       output_window=settings.CHATSITE["COALESCE_SECONDS"])
+                       output_window=output_window)
 
 
 def start(*, pool_name: str, worker_name: str) -> Runtime:
@@ -59,7 +59,7 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     holder: dict = {}
     writer = StreamWriter(abort=lambda rid: holder["host"].abort(rid))
     template = chat_templates.read(pool.chat_template) if pool.chat_template else None
-    host = EngineHost(_backend(pool), writer.on_step, name=pool_name, chat_template=template)
+    host = EngineHost(_backend(pool, writer.window), writer.on_step, name=pool_name, chat_template=template)
     holder["host"] = host
     rt = Runtime(pool=pool, worker_name=worker_name, host=host, writer=writer)
     rt.heartbeat = Heartbeat(rt)

@@ -24,12 +24,29 @@ from inference.types import StepDelta
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 0.2
-# Steps arriving within this window after the first are written together: fewer
+# Steps arriving within the window after the first are written together: fewer
 # entries, round trips and SSE frames (each costs the platform CPU across worker,
-# Redis and web), while text still arrives 50 times a second, faster than anyone
-# reads. A run's first token is never held back (it is the TTFT).
+# Redis and web). A run's first token is never held back (it is the TTFT).
 COALESCE_SECONDS = settings.CHATSITE["COALESCE_SECONDS"]
+COALESCE_BUSY_SECONDS = settings.CHATSITE["COALESCE_BUSY_SECONDS"]
+COALESCE_BUSY_RUNS = settings.CHATSITE["COALESCE_BUSY_RUNS"]
 REDIS_RETRY_SECONDS = 60.0
+
+
+
+def coalesce_window(runs: int, light: float = COALESCE_SECONDS, busy: float = COALESCE_BUSY_SECONDS,
+                    busy_runs: int = COALESCE_BUSY_RUNS) -> float:
+    """Seconds of steps gathered into one entry while `runs` runs stream: `light` for one
+    run (text 50 times a second by default, for the user watching it alone), growing in
+    a straight line to `busy` at `busy_runs` runs (20 times a second by default, still
+    faster than anyone reads), where entries cost what matters: each is a frame for the
+    web and a write for Redis, and fewer, larger ones cost less per token."""
+    if runs <= 1 or busy <= light:
+        return light
+    if busy_runs <= 1:
+        return busy
+    return light + (busy - light) * min(1.0, (runs - 1) / (busy_runs - 1))
+
 
 # What became of a run, as its task reads it once `done` is set.
 FINISHED, FAILED, HANDED_BACK, SUPERSEDED, WRITE_FAILED = (
@@ -85,6 +102,11 @@ class StreamWriter:
             request_ids = [r.request_id for r in self._runs.values() if r.run_id in run_ids]
         self._stop(request_ids, SUPERSEDED)
 
+    def window(self) -> float:
+        """The coalescing window for the runs streaming now (the engine asks for outputs
+        about this often, too: inference.vllm_backend.stream_interval)."""
+        return coalesce_window(len(self._runs))
+
     def active(self) -> list[ActiveRun]:
         with self._lock:
             return list(self._runs.values())
@@ -117,8 +139,10 @@ class StreamWriter:
                 deltas = self._queue.get(timeout=IDLE_POLL_SECONDS)
             except queue.Empty:
                 deltas = []
-            if deltas and COALESCE_SECONDS and not self._has_first_token(deltas):
-                time.sleep(COALESCE_SECONDS)  # a run's first token is never held back: it is the TTFT
+            if deltas and not self._has_first_token(deltas):
+                window = self.window()
+                if window > 0:
+                    time.sleep(window)  # a run's first token is never held back: it is the TTFT
             while True:  # merge steps that arrived in the window or piled up while the last write ran
                 try:
                     deltas.extend(self._queue.get_nowait())

@@ -57,11 +57,11 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(settings.CHATSITE["DEMO_MODELS_DIR"] / "smollm2-135m-instruct")
 
 
-def _generate(tokenizer, step_seconds: float, tokens: list[int], abort_after: int | None = None):
+def _generate(tokenizer, step_seconds: float, tokens: list[int], abort_after: int | None = None, window=0.02):
     """The chunks the host gets for `tokens`, the engine's step time being `step_seconds`."""
     from vllm.v1.engine import FinishReason
 
-    backend = VllmBackend(spec=None, output_window=0.02)
+    backend = VllmBackend(spec=None, output_window=window)
     backend.engine, backend.tokenizer, backend._step_seconds = _Engine(tokenizer), tokenizer, step_seconds
     chunks = []
     asyncio.run(backend.add(GenerationRequest("r1", [1, 2, 3], max_tokens=len(tokens), ignore_eos=True),
@@ -97,3 +97,13 @@ def test_an_abort_brings_the_tokens_not_yet_sent(tokenizer):
     params, chunks = _generate(tokenizer, 0.005, tokens, abort_after=7)
     assert [c.num_tokens for c in chunks] == [1, 4, 2] and chunks[-1].finish_reason == "abort"
     assert "".join(c.text for c in chunks) == tokenizer.decode(tokens[:7])
+
+
+def test_the_window_may_be_the_writer_s_current_one(tokenizer):
+    """The worker passes its writer's `window` (it grows with the runs streaming): read at each submission."""
+    tokens = tokenizer.encode(TEXT, add_special_tokens=False)
+    windows = iter([0.05, 0.02])
+    params, chunks = _generate(tokenizer, 0.005, tokens, window=lambda: next(windows))
+    assert params.stream_interval == 10 and [c.num_tokens for c in chunks[:2]] == [1, 10]
+    params, _ = _generate(tokenizer, 0.005, tokens, window=lambda: next(windows))
+    assert params.stream_interval == 4

@@ -119,3 +119,25 @@ def test_a_run_that_did_not_ask_writes_plain_token_entries(writer):
     raw = get_redis().xrange(redis_keys.run_stream(RUN))
     assert {f for _, fields in raw for f in fields} == {codec.TOKEN_FIELD, codec.DONE_FIELD}
     assert log.read(RUN).logprobs is None
+
+
+def test_the_coalescing_window_grows_with_the_runs_streaming():
+    window = stream_writer.coalesce_window
+    assert window(0, 0.02, 0.05, 16) == window(1, 0.02, 0.05, 16) == 0.02  # a user watching alone: 50 a second
+    assert window(16, 0.02, 0.05, 16) == window(200, 0.02, 0.05, 16) == 0.05  # busy: 20 a second, no more
+    assert window(6, 0.02, 0.05, 16) == pytest.approx(0.03)  # a straight line in between
+    assert window(8, 0.02, 0.02, 16) == 0.02  # busy no longer than light: one window
+    assert window(8, 0.0, 0.0, 16) == 0.0  # both zero: no coalescing at all
+    assert window(3, 0.02, 0.05, 1) == 0.05
+
+
+def test_the_writer_s_window_follows_its_registered_runs(writer):
+    assert writer.window() == stream_writer.coalesce_window(0)
+    runs = [ActiveRun(run_id=RUN + i, attempt=1, request_id=f"w-{i}", lease_token="t", next_seq=3)
+            for i in range(stream_writer.COALESCE_BUSY_RUNS)]
+    for run in runs:
+        writer.register(run)
+    assert writer.window() == stream_writer.COALESCE_BUSY_SECONDS > stream_writer.COALESCE_SECONDS
+    for run in runs:
+        writer.unregister(run)
+    assert writer.window() == stream_writer.COALESCE_SECONDS
