@@ -33,7 +33,6 @@ COALESCE_BUSY_RUNS = settings.CHATSITE["COALESCE_BUSY_RUNS"]
 REDIS_RETRY_SECONDS = 60.0
 
 
-
 def coalesce_window(runs: int, light: float = COALESCE_SECONDS, busy: float = COALESCE_BUSY_SECONDS,
                     busy_runs: int = COALESCE_BUSY_RUNS) -> float:
     """Seconds of steps gathered into one entry while `runs` runs stream: `light` for one
