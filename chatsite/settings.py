@@ -239,6 +239,8 @@ CHATSITE.update({
     "SWEEP_SECONDS": float(os.environ.get("CHATSITE_SWEEP_SECONDS", "3")),
     # Heartbeat period (capped at 1 s: the lease is a few of them).
     "HEARTBEAT_SECONDS": min(float(os.environ.get("CHATSITE_HEARTBEAT_SECONDS", "1.0")), 1.0),
+    # How often a worker of a disabled pool looks whether the pool was enabled (it loads no engine till then).
+    "ENABLED_POLL_SECONDS": float(os.environ.get("CHATSITE_ENABLED_POLL_SECONDS", "5")),
     # Seconds a draining worker lets its runs finish before it hands the rest back.
     "DRAIN_SECONDS": float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30")),
     # How long a worker gathers a run's tokens into one stream entry (a run's first token never

@@ -8,6 +8,7 @@ import logging
 import time
 
 from django.conf import settings
+from django.db import DatabaseError, close_old_connections
 
 from chatsite.pools.models import ModelPool
 from inference import chat_templates
@@ -16,6 +17,9 @@ from workers.heartbeat import Heartbeat
 from workers.stream_writer import StreamWriter
 
 log = logging.getLogger(__name__)
+
+ENABLED_POLL_SECONDS = settings.CHATSITE["ENABLED_POLL_SECONDS"]
+STOP_POLL_SECONDS = 0.2  # how soon a worker waiting for its pool sees a shutdown asked for
 
 
 class Runtime:
@@ -52,18 +56,60 @@ def _backend(pool: ModelPool, output_window):
                        output_window=output_window)
 
 
+def _host(pool: ModelPool, writer: StreamWriter, holder: dict) -> EngineHost:
+    template = chat_templates.read(pool.chat_template) if pool.chat_template else None
+    holder["host"] = EngineHost(_backend(pool, writer.window), writer.on_step, name=pool.name, chat_template=template)
+    return holder["host"]
+
+
+def _enabled(pool: ModelPool, worker_name: str) -> ModelPool:
+    """The pool's row once it is enabled. A worker of a disabled pool (a variant whose
+    quality gate failed, a pool taken out of service) loads no engine, whose memory and
+    cores would serve nobody: alive (its heartbeat says not ready), it looks again every
+    ENABLED_POLL_SECONDS and loads the engine of the row as it is then. A shutdown
+    asked for meanwhile (SIGTERM: Celery only marks it, for a consumer that has not
+    started yet) ends the wait with Celery's WorkerShutdown, which stops the worker."""
+    from celery.worker import state as worker_state
+
+    log.warning("[%s] pool %s is disabled: its engine is not loaded until the pool is enabled (checked every "
+                "%g s)", worker_name, pool.name, ENABLED_POLL_SECONDS)
+    next_look = time.monotonic() + ENABLED_POLL_SECONDS
+    while True:
+        worker_state.maybe_shutdown()  # WorkerShutdown or WorkerTerminate (SystemExit) once asked
+        time.sleep(min(STOP_POLL_SECONDS, max(0.0, next_look - time.monotonic())))
+        if time.monotonic() < next_look:
+            continue
+        next_look = time.monotonic() + ENABLED_POLL_SECONDS
+        try:
+            row = ModelPool.objects.filter(pk=pool.pk, enabled=True).first()
+        except DatabaseError:
+            log.warning("[%s] could not read pool %s; looking again", worker_name, pool.name, exc_info=True)
+            close_old_connections()
+            continue
+        if row is not None:
+            log.info("[%s] pool %s is enabled", worker_name, pool.name)
+            return row
+
+
 def start(*, pool_name: str, worker_name: str) -> Runtime:
-    """Load the pool's engine (blocking; ~30-40 s for vLLM on a CPU) and start heartbeats."""
+    """Load the pool's engine (blocking; ~30-40 s for vLLM on a CPU) and start heartbeats;
+    for a disabled pool, first wait until it is enabled (heartbeats meanwhile)."""
     global _current
     pool = ModelPool.objects.get(name=pool_name)
     holder: dict = {}
     writer = StreamWriter(abort=lambda rid: holder["host"].abort(rid))
-    template = chat_templates.read(pool.chat_template) if pool.chat_template else None
-    host = EngineHost(_backend(pool, writer.window), writer.on_step, name=pool_name, chat_template=template)
-    holder["host"] = host
+    host = _host(pool, writer, holder)
     rt = Runtime(pool=pool, worker_name=worker_name, host=host, writer=writer)
     rt.heartbeat = Heartbeat(rt)
     rt.heartbeat.start()
+    if not pool.enabled:
+        try:
+            pool = _enabled(pool, worker_name)
+        except SystemExit:
+            rt.heartbeat.stop()  # its key goes at once: no router counts this worker
+            raise
+        rt.pool, rt.host = pool, _host(pool, writer, holder)  # its settings as they are now
+        host = rt.host
     started = time.monotonic()
     log.info("[%s] pool %s: starting the engine for %s (vLLM takes ~30-40 s on a CPU) ...",
              worker_name, pool_name, pool.model)
