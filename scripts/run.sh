@@ -29,7 +29,7 @@ if [ ${#WORKERS[@]} -eq 2 ]; then
   SERVING="two vLLM engines serve SmolLM2-135M-Instruct (flagship: float32, small: INT8 W8A8)"
 else
   SERVING="one vLLM engine serves SmolLM2-135M-Instruct (${WORKERS[0]}); the other demo pool is disabled
-  (the INT8 pool serves only once its quality gate passed here: the report is in the admin, under Model pools)"
+  (a variant serves only once its quality gate passed here: the report is in the admin, under Model pools)"
 fi
 cat <<MSG
 
