@@ -185,10 +185,6 @@ class ChatSettings(serializers.Serializer):
                                                     "max_output_tokens; null: the model's default.")
 
 
-class ChatCreateWithSettings(ChatCreateRequest, ChatSettings):
-    pass
-
-
 class ChatUpdateRequest(ChatSettings):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text="A new name.")
     model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
@@ -216,6 +212,11 @@ class MessageCreateRequest(serializers.Serializer):
     ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
 
 
+class ChatCreateWithSettings(ChatCreateRequest, ChatSettings):
+    message = MessageCreateRequest(required=False, help_text="The chat's first message, sent in the same request "
+                                   "(the fields POST .../messages/ takes).")
+
+
 class MessageEditRequest(MessageCreateRequest):
     pass
 
@@ -238,6 +239,16 @@ class MessagePostedResponse(serializers.Serializer):
     run = RunSerializer()
     user_message = MessageSerializer()
     assistant_message = MessageSerializer()
+
+
+class ChatStartedResponse(ChatSerializer):
+    run = RunSerializer(required=False, help_text="With `message`: the run generating the reply.")
+    user_message = MessageSerializer(required=False, help_text="With `message`: the message sent.")
+    assistant_message = MessageSerializer(required=False, help_text="With `message`: the reply, empty until "
+                                                                    "its run ends.")
+
+    class Meta(ChatSerializer.Meta):
+        fields = ChatSerializer.Meta.fields + ["run", "user_message", "assistant_message"]
 
 
 class PathResponse(serializers.Serializer):

@@ -12,9 +12,11 @@ from chatsite.api import serializers as s
 from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.pagination import PAGE_PARAMETERS, paginate
+from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, posted
 from chatsite.chats import export
 from chatsite.chats.selectors import chat_get, chat_search, chats_for
 from chatsite.chats.services import UNSET, chat_create, chat_delete, chat_update
+from chatsite.chats.start import chat_start
 from chatsite.errors import InvalidInput
 
 TAGS = ["chats"]
@@ -63,13 +65,28 @@ class ChatListView(TenantScoped, APIView):
         return Response(page)
 
     @extend_schema(operation_id="chats_create",
-                   summary="Start a chat with a model", tags=TAGS, request=s.ChatCreateWithSettings,
+                   summary="Start a chat with a model, and optionally send its first message", tags=TAGS,
+                   description="With `message`, the chat and its first message are one request and one "
+                               "transaction: the answer (201) is the chat with the `run`, `user_message` and "
+                               "`assistant_message` that POST .../messages/ returns, and a refused message "
+                               "(errors name `message.<field>`) writes nothing, not even the chat. Send an "
+                               "`Idempotency-Key` header with a message to make retries safe: a repeat returns "
+                               "the first call's chat and run.",
+                   request=s.ChatCreateWithSettings, parameters=[IDEMPOTENCY],
                    examples=[OpenApiExample("New chat", request_only=True, value={
                        "model": "flagship", "title": "Loops", "system_prompt": "Answer briefly.",
-                       "temperature": 0.3, "max_tokens": 400})],
-                   responses={201: s.ChatSerializer, **errors(*WRITE_ERRORS)})
+                       "temperature": 0.3, "max_tokens": 400}),
+                             OpenApiExample("New chat with its first message", request_only=True, value={
+                                 "model": "flagship", "message": {"content": "What does a for loop do?"}})],
+                   responses={201: s.ChatStartedResponse, **RUN_ERRORS})
     def post(self, request):
         data = self.body()
+        if "message" in data:
+            run = chat_start(tenant=self.tenant, owner=request.user, model=data.get("model"),
+                             title=data.get("title"), message=data["message"],
+                             idempotency_key=request.headers.get("Idempotency-Key", ""), **_settings(data))
+            return Response({**s.ChatSerializer(run.chat).data, **posted(run.chat, run)},
+                            status=status.HTTP_201_CREATED)
         chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"),
                            **_settings(data))
         return Response(s.ChatSerializer(chat).data, status=status.HTTP_201_CREATED)

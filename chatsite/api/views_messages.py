@@ -59,11 +59,15 @@ def _page_links(request, page, offset, limit) -> tuple[str | None, str | None]:
     return nxt, prev
 
 
-def _posted(chat, run) -> Response:
+def posted(chat, run) -> dict:
+    """What a request that started a run answers: the run and the turn's two messages."""
     msgs = with_versions(chat=chat, messages=[run.user_message, run.assistant_message])
-    body = {"run": s.RunSerializer(run).data, "user_message": s.MessageSerializer(msgs[0]).data,
+    return {"run": s.RunSerializer(run).data, "user_message": s.MessageSerializer(msgs[0]).data,
             "assistant_message": s.MessageSerializer(msgs[1]).data}
-    return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+def _posted(chat, run) -> Response:
+    return Response(posted(chat, run), status=status.HTTP_202_ACCEPTED)
 
 
 def _sampling(data: dict, *names) -> dict:

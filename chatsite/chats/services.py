@@ -60,13 +60,21 @@ def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> li
     return fields
 
 
+def chat_build(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
+               max_tokens=UNSET) -> Chat:
+    """chat_create's chat, checked but not saved (chatsite.chats.start saves it with its first message)."""
+    chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=_clean_title(title))
+    _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
+    return chat
+
+
 def chat_create(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
                 max_tokens=UNSET) -> Chat:
     """A new chat on pool `model`, with optional settings (a system prompt, a
     temperature, a reply length) its runs use. Raises InvalidInput for a missing,
     unknown or disabled model and for a bad title or setting."""
-    chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=_clean_title(title))
-    _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
+    chat = chat_build(tenant=tenant, owner=owner, model=model, title=title, system_prompt=system_prompt,
+                      temperature=temperature, max_tokens=max_tokens)
     chat.save()
     live.chat_event(chat, live.CHAT_CREATED, title=chat.title)
     return chat

@@ -144,11 +144,17 @@
     state.pending++;
     syncComposer();
     if (turn.notice) { turn.notice.remove(); turn.notice = null; }
-    let res = state.chat ? null : await ns.api.post("/api/chats/", { model: modelSelect.value, ...ns.settings.forNewChat() });
-    if (res && res.ok) adoptChat({ ...res.data, title: res.data.title || turn.content.split(/\s+/).join(" ").trim().slice(0, 60) });
+    const message = { content: turn.content, ...(ns.sendExtra || {}) };
+    let res;
     if (state.chat) {
-      res = await ns.api.post("/api/chats/" + state.chat.id + "/messages/",
-                              { content: turn.content, ...(ns.sendExtra || {}) }, { "Idempotency-Key": turn.key });
+      res = await ns.api.post("/api/chats/" + state.chat.id + "/messages/", message, { "Idempotency-Key": turn.key });
+    } else {  // the chat and its first message in one request: a refused message leaves no empty chat
+      res = await ns.api.post("/api/chats/", { model: modelSelect.value, ...ns.settings.forNewChat(), message },
+                              { "Idempotency-Key": turn.key });
+      if (res.ok) {
+        const { run, user_message, assistant_message, ...chat } = res.data;
+        adoptChat(chat);
+      }
     }
     state.sending = false;
     if (res.ok) {

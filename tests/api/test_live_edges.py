@@ -106,6 +106,31 @@ def test_concurrent_posts_with_one_idempotency_key_create_one_run(live_url, fake
     wait_terminal(results[0].json()["run"]["id"])
 
 
+@pytest.mark.parametrize("parallel", [8])
+def test_concurrent_chat_starts_with_one_idempotency_key_make_one_chat(live_url, fake_workers, auth, pool, parallel):
+    """POST /api/chats/ with a first message, clicked many times at once: one chat, one run."""
+    from chatsite.chats.models import Chat
+
+    headers = {**auth, "Idempotency-Key": "start-once"}
+    body = {"model": pool.name, "message": {"content": "hello"}}
+    barrier = threading.Barrier(parallel)
+    results = [None] * parallel
+
+    def post(i):
+        barrier.wait()
+        results[i] = httpx.post(f"{live_url}/api/chats/", json=body, headers=headers, timeout=20)
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(parallel)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [r.status_code for r in results] == [201] * parallel, [r.text for r in results if r.status_code != 201]
+    assert len({(r.json()["id"], r.json()["run"]["id"]) for r in results}) == 1
+    assert Chat.objects.count() == 1 and GenerationRun.objects.count() == 1 and Message.objects.count() == 2
+    wait_terminal(results[0].json()["run"]["id"])
+
+
 def test_one_idempotency_key_on_two_chats_is_409(live_url, fake_workers, auth, chat, tenant, user, pool):
     from tests.factories import ChatFactory
 
