@@ -12,7 +12,8 @@ from tests.web.pages import LONG_REPLY, ChatPage, expect, saved_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-MESSAGES_URL = re.compile(r".*/api/chats/\d+/messages/$")
+# A message POST, or a new chat's start (the chat and its first message in one POST).
+MESSAGES_URL = re.compile(r".*/api/chats/(\d+/messages/)?$")
 
 
 def _fail_first_post(page, status: int, body: dict, retry_after: int | None):
@@ -50,6 +51,24 @@ def test_model_unavailable_then_retry_after_it_is_back(chat_page: ChatPage, web_
     expect(notice).to_be_hidden()
     assert final["text"] == saved_run(run_id).assistant_message.content
     assert list(Message.objects.filter(chat=chat, role="user").values_list("content", flat=True)) == ["Hello?"]
+
+
+def test_a_refused_first_message_leaves_no_empty_chat(chat_page: ChatPage, web_user):
+    from chatsite.chats.models import Chat
+
+    ModelPool.objects.filter(name="flagship").update(enabled=False)
+    chat_page.send("Anyone there?")  # a new chat: its start is one request
+    notice = chat_page.notice()
+    expect(notice).to_contain_text("This model is unavailable right now")
+    assert not Chat.objects.filter(owner=web_user).exists()  # no empty chat left behind
+
+    ModelPool.objects.filter(name="flagship").update(enabled=True)
+    notice.get_by_role("button", name="Retry").click()
+    run_id = chat_page.latest_run_id()
+    assert chat_page.wait_settled(run_id)["text"] == saved_run(run_id).assistant_message.content
+    chat, = Chat.objects.filter(owner=web_user)
+    assert list(Message.objects.filter(chat=chat, role="user").values_list("content", flat=True)) == ["Anyone there?"]
+    assert chat_page.page.url.endswith(f"/c/{chat.pk}/")
 
 
 def test_overloaded_counts_down_retry_after_then_retries(chat_page: ChatPage):
