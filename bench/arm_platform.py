@@ -1,5 +1,8 @@
-"""Arm (c): the platform end to end on the real vLLM engine. POST a message, then
-read the run's SSE stream, exactly as a client of the REST API does.
+"""Arm (c): the platform end to end on the real vLLM engine. Each request is a new
+conversation: POST /api/chats/ with its first message (one request), then read the
+run's SSE stream, exactly as a client of the REST API does. (Until Session 18 the arm
+made its chats before each level, and POSTed the message to the chat: the chats' CPU
+was counted in the level's, their time was not in TTFT.)
 
     .venv/bin/python -m bench.arm_platform OUT.json [--levels 1,8,32,64] [--profile]
 
@@ -41,36 +44,46 @@ class Client:
                 return (await r.json())["id"]
         return list(await asyncio.gather(*(one() for _ in range(count))))
 
-    async def turn(self, chat_id: int, content: str, *, max_tokens: int = common.OUTPUT_TOKENS,
+    async def turn(self, chat_id: int | None, content: str, *, max_tokens: int = common.OUTPUT_TOKENS,
                    delays: list | None = None, on_run: asyncio.Future | None = None,
-                   retry_conflict: bool = False) -> common.Request:
-        """One message: POST, then follow its events to the end. `delays` collects
-        (receive wall ms - stream entry id ms) per token event; `on_run` gets the
-        run's events URL (None if the POST failed) as soon as it is known.
+                   retry_conflict: bool = False, two_step: bool = False) -> common.Request:
+        """One message: POST, then follow its events to the end. `chat_id` None: a new
+        conversation, started with its first message in one POST /api/chats/ (or, with
+        `two_step` or from a server without that, a chat POST and then the message's).
+        `delays` collects (receive wall ms - stream entry id ms) per token event; `on_run`
+        gets the run's events URL (None if the POST failed) as soon as it is known.
         `retry_conflict` retries a 409 (the chat's last run not yet finalized) too."""
         try:
-            return await self._turn(chat_id, content, max_tokens, delays, on_run, retry_conflict)
+            return await self._turn(chat_id, content, max_tokens, delays, on_run, retry_conflict, two_step)
         finally:
             if on_run is not None and not on_run.done():
                 on_run.set_result(None)
 
-    async def _turn(self, chat_id, content, max_tokens, delays, on_run, retry_conflict) -> common.Request:
+    async def _turn(self, chat_id, content, max_tokens, delays, on_run, retry_conflict, two_step) -> common.Request:
         body = {"content": content, "max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "seed": 0,
                 "ignore_eos": True}
         req = common.Request(start=time.perf_counter())
         try:
             attempts = 40 if retry_conflict else POST_ATTEMPTS  # a 409 lasts until the last run is finalized
             for attempt in range(attempts):  # a 5xx is retried (and counted): see POST_ATTEMPTS
-                async with self.http.post(f"{self.url}/api/chats/{chat_id}/messages/", json=body,
-                                          headers=self.auth) as r:
-                    if r.status == 202:
-                        run = (await r.json())["run"]
+                if chat_id is None:  # a new conversation
+                    start = {"model": common.POOL} if two_step else {"model": common.POOL, "message": body}
+                    status, answer = await self._post("/api/chats/", start)
+                    if status == 201:
+                        if "run" in answer:
+                            run = answer["run"]
+                            break
+                        chat_id = answer["id"]  # a chat without its message (asked for, or an older server)
+                if chat_id is not None:
+                    status, answer = await self._post(f"/api/chats/{chat_id}/messages/", body)
+                    if status == 202:
+                        run = answer["run"]
                         break
-                    req.error = f"POST {r.status}: {(await r.text())[:200]}"
-                    retry = r.status >= 500 or (r.status == 409 and retry_conflict)
-                    if not retry or attempt == attempts - 1:
-                        return req
-                    self.conflicts += r.status == 409
+                req.error = f"POST {status}: {str(answer)[:200]}"
+                retry = status >= 500 or (status == 409 and retry_conflict)
+                if not retry or attempt == attempts - 1:
+                    return req
+                self.conflicts += status == 409
                 self.post_retries += 1
                 await asyncio.sleep(0.05)
             req.error = ""
@@ -102,6 +115,11 @@ class Client:
         finally:
             req.end = time.perf_counter()
         return req
+
+
+    async def _post(self, path: str, body: dict) -> tuple[int, dict | str]:
+        async with self.http.post(self.url + path, json=body, headers=self.auth) as r:
+            return r.status, (await r.json() if r.status < 300 else await r.text())
 
 
 class OpenAIClient:
@@ -202,18 +220,17 @@ class PlatformArm:
 
     async def warm_up(self, http) -> None:
         self.client = Client(self.url, self.key, http)
-        chats = await self.client.new_chats(8)
-        await common.drive(4, 8, lambda i: self.client.turn(chats[i], self.prompts[i][0]))
+        await common.drive(4, 8, lambda i: self.client.turn(None, self.prompts[i][0]))
 
     async def level(self, c: int) -> tuple[list[common.Request], float, dict]:
-        """(requests, wall seconds, extras: delivery delays, POST retries); chats are made first."""
+        """(requests, wall seconds, extras: delivery delays, POST retries); each request is a new
+        conversation, started with its message in one POST /api/chats/."""
         total = common.requests_for(c)
-        chats = await self.client.new_chats(total)
         delays: list[float] = []
         self.client.post_retries = self.client.snapshots = 0
         await self._wait_for_connections(c)
         with self.stack.pg_connections() as pg:
-            reqs, wall = await common.drive(c, total, lambda i: self.client.turn(chats[i], self.prompts[i][0],
+            reqs, wall = await common.drive(c, total, lambda i: self.client.turn(None, self.prompts[i][0],
                                                                                   delays=delays))
         return reqs, wall, {"delays": delays, "post_retries": self.client.post_retries, "pg_peak": pg.peak,
                             "snapshots": self.client.snapshots, "pg_mean_lock_waiters": pg.mean_lock_waiters,
@@ -240,7 +257,6 @@ class PlatformArm:
                     stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL))
                 out[f"{name}_{fmt}"] = str(path.relative_to(common.ROOT))
             total = max(c, int(c * 2.5))
-            chats = await self.client.new_chats(total)
             deadline = time.monotonic() + seconds + 2
             todo = iter(range(total))
 
@@ -248,7 +264,7 @@ class PlatformArm:
                 for i in todo:
                     if time.monotonic() > deadline:
                         return
-                    await self.client.turn(chats[i], self.prompts[i % len(self.prompts)][0])
+                    await self.client.turn(None, self.prompts[i % len(self.prompts)][0])
             await asyncio.gather(*(loop() for _ in range(c)))
             for p in procs:
                 await p.wait()

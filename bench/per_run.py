@@ -2,7 +2,7 @@
 SSE setup, the claim, the engine hand-off and the finalize, in every process.
 
     .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--history N] [--root DIR]
-                                      [--surface rest|v1] [--server daphne|uvicorn] [--profile] [--tag X]
+                                      [--surface rest|rest-start|rest-two-step|v1] [--server daphne|uvicorn] [--profile] [--tag X]
 
 One-token runs on the fake engine (zero step time), `concurrency` clients each
 posting a message and reading its events to the end, over and over; the stack's
@@ -14,6 +14,10 @@ week), as a platform that has served a while has: a query whose cost grows with 
 table shows here. `--root DIR` runs another checkout's code (an A/B of a change).
 `--surface v1` sends each run as one streamed POST /v1/chat/completions (a new
 conversation each) instead of the REST API's message POST and events GET.
+`--surface rest-start` makes each run a new conversation through the REST API: the
+chat and its message in one POST /api/chats/, then the events GET; `rest-two-step`
+the same conversation as a chat POST, then the message POST (what a client did before
+the one-request start existed, and what it still does against an older server).
 `--server uvicorn` serves the web with uvicorn (uvloop, httptools) instead of daphne.
 """
 import argparse
@@ -54,7 +58,9 @@ CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "",
                 surface: str = "rest") -> dict:
-    chats = stack.make_chats(runs + 4 * concurrency) if surface == "rest" else range(runs + 4 * concurrency)
+    # rest: a message to a chat made beforehand (in SQL, not counted); rest-start: a new conversation,
+    # started with its message in one POST /api/chats/; rest-two-step: a chat POST, then the message's.
+    chats = stack.make_chats(runs + 4 * concurrency) if surface == "rest" else [None] * (runs + 4 * concurrency)
     todo = iter(chats)
     reqs: list[common.Request] = []
     async with sse_client.session(limit=0) as http:
@@ -63,7 +69,7 @@ async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: di
         def turn(chat):
             if surface == "v1":
                 return openai.turn(CONTENT, max_tokens=1)
-            return client.turn(chat, CONTENT, max_tokens=1)
+            return client.turn(chat, CONTENT, max_tokens=1, two_step=surface == "rest-two-step")
 
         async def one_client():
             for chat in todo:
@@ -102,9 +108,10 @@ def main() -> None:
     ap.add_argument("--root", default=str(common.ROOT))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--tag", default="")
-    ap.add_argument("--surface", choices=("rest", "v1"), default="rest",
-                    help="rest: POST a message, then GET its events (two requests); v1: one streamed "
-                         "POST /v1/chat/completions")
+    ap.add_argument("--surface", choices=("rest", "rest-start", "rest-two-step", "v1"), default="rest",
+                    help="rest: POST a message to an existing chat, then GET its events (two requests); "
+                         "rest-start: a new chat with its message in one POST, then the GET; rest-two-step: "
+                         "POST a chat, POST the message, GET; v1: one streamed POST /v1/chat/completions")
     ap.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the web's ASGI server")
     a = ap.parse_args()
     tag = f"_{a.tag}" if a.tag else ""
