@@ -85,6 +85,7 @@ class Heartbeat:
         self._last_tokens, self._last_time = stats.generated_tokens, now
         return {
             "pool": self.rt.pool.name, "ready": int(stats.ready), "draining": int(self.rt.draining),
+            "disabled": int(self.rt.disabled),
             "running": stats.running, "waiting": stats.waiting, "active_runs": self.rt.host.num_active,
             "slots": settings.CHATSITE["WORKER_SLOTS"],
             "kv_cache_usage": round(stats.kv_cache_usage, 4),

@@ -29,6 +29,7 @@ class Runtime:
         self.host = host
         self.writer = writer
         self.draining = False
+        self.disabled = False  # waiting, with no engine loaded, for its disabled pool to be enabled
         self.heartbeat: Heartbeat | None = None
 
 
@@ -100,6 +101,7 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     writer = StreamWriter(abort=lambda rid: holder["host"].abort(rid))
     host = _host(pool, writer, holder)
     rt = Runtime(pool=pool, worker_name=worker_name, host=host, writer=writer)
+    rt.disabled = not pool.enabled
     rt.heartbeat = Heartbeat(rt)
     rt.heartbeat.start()
     if not pool.enabled:
@@ -109,7 +111,7 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
             rt.heartbeat.stop()  # its key goes at once: no router counts this worker
             raise
         rt.pool, rt.host = pool, _host(pool, writer, holder)  # its settings as they are now
-        host = rt.host
+        host, rt.disabled = rt.host, False
     started = time.monotonic()
     log.info("[%s] pool %s: starting the engine for %s (vLLM takes ~30-40 s on a CPU) ...",
              worker_name, pool_name, pool.model)

@@ -21,6 +21,7 @@ WORKER_GAUGES = {
     "prefix_cache_hit_rate": "prefix-cache hit rate since start",
     "draining": "1 while the worker drains",
     "ready": "1 once the engine is loaded",
+    "disabled": "1 while the worker waits, with no engine loaded, for its disabled pool to be enabled",
 }
 
 

@@ -2,8 +2,10 @@
 a variant whose quality gate failed holds no memory or cores, and serves once enabled."""
 import socket
 import time
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from chatsite import redis_keys
 from chatsite.pools.models import ModelPool
@@ -36,7 +38,14 @@ def test_it_waits_alive_and_not_ready_then_loads_the_engine_once_enabled(stack_e
     pool = PoolFactory(name="dormant", enabled=False)
     proc, worker = _launch(stack_env, "dormant-1")
     try:
-        assert _beat(worker)["ready"] == "0"  # alive (liveness probes pass), not taking work
+        beat = _beat(worker)
+        assert beat["ready"] == "0" and beat["disabled"] == "1"  # alive (liveness probes pass), not taking work
+        listed = StringIO()
+        call_command("list_pools", stdout=listed)
+        assert f"{worker}: disabled (no engine loaded until its pool is enabled)" in listed.getvalue()
+        with pytest.raises(CommandError, match="its pool is disabled: no engine is loaded until the pool is enabled"):
+            call_command("worker_health", worker=worker, stdout=StringIO())
+        call_command("worker_health", worker=worker, live=True, stdout=StringIO())  # a liveness probe passes
         time.sleep(1.5)  # three looks at the row
         assert "starting the engine" not in proc.log_text()
         ModelPool.objects.filter(pk=pool.pk).update(enabled=True)
@@ -47,6 +56,8 @@ def test_it_waits_alive_and_not_ready_then_loads_the_engine_once_enabled(stack_e
         while _beat(worker)["ready"] != "1":
             assert time.monotonic() < end, "the worker never said it is ready"
             time.sleep(0.1)
+        assert _beat(worker)["disabled"] == "0"
+        call_command("worker_health", worker=worker, stdout=StringIO())
     finally:
         proc.stop()
 

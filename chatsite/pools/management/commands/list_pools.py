@@ -6,14 +6,14 @@ from django.core.management.base import BaseCommand
 from chatsite.pools.health import live_workers, pool_workers
 from chatsite.pools.models import ModelPool
 
-WORKER_FIELDS = ("ready", "draining", "running", "waiting", "kv_cache_usage", "tokens_per_second")
+WORKER_FIELDS = ("ready", "draining", "disabled", "running", "waiting", "kv_cache_usage", "tokens_per_second")
 
 
 def _worker_row(name: str, beat: dict, now: float) -> dict:
     row = {"worker": name, "seconds_since_beat": round(now - float(beat.get("ts", 0)), 1)}
     for field in WORKER_FIELDS:
         value = float(beat.get(field, 0))
-        row[field] = bool(value) if field in ("ready", "draining") else value
+        row[field] = bool(value) if field in ("ready", "draining", "disabled") else value
     return row
 
 
@@ -51,7 +51,8 @@ class Command(BaseCommand):
                               f"{ready} ready; replicas {p['min_replicas']}..{p['max_replicas']}, recommended "
                               f"{p['recommended_replicas'] if p['recommended_replicas'] is not None else '-'}")
             for w in p["workers"]:
-                state = "draining" if w["draining"] else "ready" if w["ready"] else "loading"
+                state = ("draining" if w["draining"] else "ready" if w["ready"] else
+                         "disabled (no engine loaded until its pool is enabled)" if w["disabled"] else "loading")
                 self.stdout.write(f"  {w['worker']}: {state}, {w['running']:.0f} running, {w['waiting']:.0f} waiting, "
                                   f"KV {w['kv_cache_usage']:.0%}, {w['tokens_per_second']:.1f} tok/s, "
                                   f"beat {w['seconds_since_beat']:.1f} s ago")

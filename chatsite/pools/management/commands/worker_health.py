@@ -16,6 +16,8 @@ def beat_problem(beat: dict, *, max_age: float, need_ready: bool, now: float) ->
     age = now - float(beat.get("ts", 0))
     if age > max_age:
         return f"last heartbeat {age:.1f} s ago (more than {max_age:g} s)"
+    if need_ready and beat.get("disabled") == "1":
+        return "its pool is disabled: no engine is loaded until the pool is enabled"
     if need_ready and beat.get("ready") != "1":
         return "the engine is still loading"
     if need_ready and beat.get("draining") == "1":
