@@ -139,6 +139,14 @@ class ChatSerializer(serializers.ModelSerializer):
                         "created_at": {"help_text": "When the chat was started."},
                         "updated_at": {"help_text": "When it last changed (a message, a rename)."}}
 
+    def to_representation(self, chat):
+        """The same dict DRF builds from the fields above (a test holds the two equal),
+        without building them per chat (see RunSerializer.to_representation): a new
+        chat's start answers with it."""
+        return {"id": chat.pk, "title": chat.title, "model": chat.pool.name, "system_prompt": chat.system_prompt,
+                "temperature": chat.temperature, "max_tokens": chat.max_tokens, "listed": chat.listed,
+                "created_at": _datetime(chat.created_at), "updated_at": _datetime(chat.updated_at)}
+
 
 class ChatSearchResult(ChatSerializer):
     snippet = serializers.CharField(help_text="Text of a matching message around the match, with each match "
@@ -146,6 +154,9 @@ class ChatSearchResult(ChatSerializer):
 
     class Meta(ChatSerializer.Meta):
         fields = ChatSerializer.Meta.fields + ["snippet"]
+
+    def to_representation(self, chat):
+        return {**super().to_representation(chat), "snippet": chat.snippet}
 
 
 class ChatSearchResponse(serializers.Serializer):

@@ -82,10 +82,12 @@ class ChatListView(TenantScoped, APIView):
     def post(self, request):
         data = self.body()
         if "message" in data:
-            run = chat_start(tenant=self.tenant, owner=request.user, model=data.get("model"),
-                             title=data.get("title"), message=data["message"],
-                             idempotency_key=request.headers.get("Idempotency-Key", ""), **_settings(data))
-            return Response({**s.ChatSerializer(run.chat).data, **posted(run.chat, run)},
+            started = chat_start(tenant=self.tenant, owner=request.user, model=data.get("model"),
+                                 title=data.get("title"), message=data["message"],
+                                 idempotency_key=request.headers.get("Idempotency-Key", ""), **_settings(data))
+            chat, run = started.run.chat, started.run
+            # A chat just made holds only this turn: its messages have no other versions to read.
+            return Response({**s.ChatSerializer(chat).data, **posted(chat, run, alone=not started.replayed)},
                             status=status.HTTP_201_CREATED)
         chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"),
                            **_settings(data))

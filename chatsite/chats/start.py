@@ -8,6 +8,7 @@ message writes nothing, the chat included.
 """
 import hashlib
 import json
+from dataclasses import dataclass
 
 from django.db import transaction
 
@@ -25,11 +26,17 @@ MESSAGE_FIELDS = ("content", "model", "max_tokens", "temperature", "top_p", "sto
 _INSERT_CHAT = Insert(Chat)
 
 
+@dataclass(frozen=True)
+class Started:
+    run: GenerationRun  # the first message's run; run.chat is the chat
+    replayed: bool  # an earlier call's, found by its Idempotency-Key (the chat may have changed since)
+
+
 def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET, temperature=UNSET,
-               max_tokens=UNSET, idempotency_key: str = "") -> GenerationRun:
+               max_tokens=UNSET, idempotency_key: str = "") -> Started:
     """A new chat on pool `model` (title and settings as chat_create takes them) whose
     first message is `message` (a dict of MESSAGE_FIELDS, as run_submit takes them),
-    and the queued run answering it. Returns the run (its `chat` is the new chat).
+    and the queued run answering it (its `chat` is the new chat).
 
     One transaction: when the chat's fields or the message are refused, nothing is
     written and the error names the field (`message.content`, `message.max_tokens`...).
@@ -40,7 +47,7 @@ def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET
     asked = _digest(model=model, title=title, system_prompt=system_prompt, temperature=temperature,
                     max_tokens=max_tokens, message={name: message.get(name) for name in MESSAGE_FIELDS})
     if idempotency_key and (earlier := _earlier(tenant, owner, idempotency_key, asked)) is not None:
-        return earlier
+        return Started(earlier, replayed=True)
     tier = message.get("tier", "interactive")
     sampling = {name: message.get(name) for name in MESSAGE_FIELDS if name not in ("content", "tier")}
     try:
@@ -56,11 +63,11 @@ def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET
             if idempotency_key:  # what a repeat must ask for to get this run back
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=asked)
             live.chat_event(chat, live.CHAT_CREATED, title=chat.title)  # sent at commit; admission named it
-            return run
+            return Started(run, replayed=False)
     except Conflict as exc:  # a repeat with the same key committed first
         if exc.field != KEY_FIELD or (earlier := _earlier(tenant, owner, idempotency_key, asked)) is None:
             raise
-        return earlier
+        return Started(earlier, replayed=True)
 
 
 def _earlier(tenant, owner, key: str, asked: str) -> GenerationRun | None:

@@ -75,10 +75,21 @@ def test_a_repeat_with_the_same_key_gets_the_first_chat_and_run(client, pool):
     assert first.status_code == again.status_code == 201, again.content
     assert (again.json()["id"], again.json()["run"]["id"]) == (first.json()["id"], first.json()["run"]["id"])
     assert row_counts() == (1, 2, 1)
+    started = first.json()
+    assert started["user_message"]["versions"] == [started["user_message"]["id"]]
+    assert started["assistant_message"]["versions"] == [started["assistant_message"]["id"]]
+    # Replayed after the first message was edited: its versions are read, not assumed.
+    GenerationRun.objects.filter(pk=started["run"]["id"]).update(status="completed")
+    edited = client.post(f"/api/chats/{started['id']}/messages/{started['user_message']['id']}/edit",
+                         {"content": "hello again"}, content_type="application/json")
+    assert edited.status_code == 202, edited.content
+    replay = start(client, body, key="click-1").json()
+    assert replay["user_message"]["versions"] == [started["user_message"]["id"], edited.json()["user_message"]["id"]]
+    GenerationRun.objects.filter(pk=edited.json()["run"]["id"]).update(status="completed")
     changed = start(client, {**body, "message": {"content": "hello", "max_tokens": 3}}, key="click-1")
     assert_error(changed, 409, "idempotency_key_reused", "Idempotency-Key")
     other = start(client, body, key="click-2")
-    assert other.json()["id"] != first.json()["id"] and row_counts() == (2, 4, 2)
+    assert other.json()["id"] != first.json()["id"] and row_counts() == (2, 6, 3)
 
 
 def test_a_key_already_used_for_another_request_is_409(client, pool, tenant, user):

@@ -1,9 +1,10 @@
-"""The run's and the message's hand-written representations equal what DRF builds from the declared fields."""
+"""The run's, the message's and the chat's hand-written representations equal what DRF builds from the
+declared fields."""
 import pytest
 from django.utils import timezone
 from rest_framework import serializers
 
-from chatsite.api.serializers import MessageSerializer, RunSerializer
+from chatsite.api.serializers import ChatSearchResult, ChatSerializer, MessageSerializer, RunSerializer
 from chatsite.chats.models import Message
 from chatsite.runs.services import run_submit
 
@@ -32,3 +33,17 @@ def test_fast_message_representation_equals_the_fields_output(chat):
     assert fast.data["run"]["id"] == run.pk and fast.data["versions"] == [msg.pk, msg.pk + 100]
     assert MessageSerializer(run.user_message).data["run"] is None
     assert MessageSerializer(run.user_message).data["parent"] is None
+
+
+def test_fast_chat_representation_equals_the_fields_output(chat):
+    chat.system_prompt, chat.temperature, chat.max_tokens = "Be brief.", 0.25, 64
+    chat.save()
+    chat.refresh_from_db()
+    for shown in (chat, type(chat).objects.create(tenant=chat.tenant, owner=chat.owner, pool=chat.pool)):
+        fast = ChatSerializer(shown)
+        assert fast.data == serializers.ModelSerializer.to_representation(fast, shown)
+    assert ChatSerializer(chat).data["temperature"] == 0.25
+    chat.snippet = "a [match]"
+    found = ChatSearchResult(chat)
+    assert found.data == serializers.ModelSerializer.to_representation(found, chat)
+    assert found.data["snippet"] == "a [match]"
