@@ -84,22 +84,27 @@ def test_repeated_post_with_one_idempotency_key_creates_one_run(live_url, fake_w
     assert GenerationRun.objects.count() == 1 and Message.objects.filter(chat=chat).count() == 2
 
 
-@pytest.mark.parametrize("parallel", [8])
-def test_concurrent_posts_with_one_idempotency_key_create_one_run(live_url, fake_workers, auth, chat, parallel):
-    headers = {**auth, "Idempotency-Key": "same-click-many-times"}
-    url = f"{live_url}/api/chats/{chat.pk}/messages/"
+def _at_once(parallel: int, url: str, body: dict, headers: dict) -> list[httpx.Response]:
+    """The same POST from `parallel` threads, released together."""
     barrier = threading.Barrier(parallel)
     results = [None] * parallel
 
     def post(i):
         barrier.wait()
-        results[i] = httpx.post(url, json={"content": "hello"}, headers=headers, timeout=20)
+        results[i] = httpx.post(url, json=body, headers=headers, timeout=20)
 
     threads = [threading.Thread(target=post, args=(i,)) for i in range(parallel)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
+    return results
+
+
+@pytest.mark.parametrize("parallel", [8])
+def test_concurrent_posts_with_one_idempotency_key_create_one_run(live_url, fake_workers, auth, chat, parallel):
+    headers = {**auth, "Idempotency-Key": "same-click-many-times"}
+    results = _at_once(parallel, f"{live_url}/api/chats/{chat.pk}/messages/", {"content": "hello"}, headers)
     assert [r.status_code for r in results] == [202] * parallel, [r.text for r in results if r.status_code != 202]
     assert len({r.json()["run"]["id"] for r in results}) == 1
     assert GenerationRun.objects.count() == 1 and Message.objects.filter(chat=chat).count() == 2
@@ -113,18 +118,7 @@ def test_concurrent_chat_starts_with_one_idempotency_key_make_one_chat(live_url,
 
     headers = {**auth, "Idempotency-Key": "start-once"}
     body = {"model": pool.name, "message": {"content": "hello"}}
-    barrier = threading.Barrier(parallel)
-    results = [None] * parallel
-
-    def post(i):
-        barrier.wait()
-        results[i] = httpx.post(f"{live_url}/api/chats/", json=body, headers=headers, timeout=20)
-
-    threads = [threading.Thread(target=post, args=(i,)) for i in range(parallel)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = _at_once(parallel, f"{live_url}/api/chats/", body, headers)
     assert [r.status_code for r in results] == [201] * parallel, [r.text for r in results if r.status_code != 201]
     assert len({(r.json()["id"], r.json()["run"]["id"]) for r in results}) == 1
     assert Chat.objects.count() == 1 and GenerationRun.objects.count() == 1 and Message.objects.count() == 2
