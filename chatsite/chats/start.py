@@ -48,6 +48,9 @@ def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET
                     max_tokens=max_tokens, message={name: message.get(name) for name in MESSAGE_FIELDS})
     if idempotency_key and (earlier := _earlier(tenant, owner, idempotency_key, asked)) is not None:
         return Started(earlier, replayed=True)
+    if "priority" in message:  # as a message POST refuses it (chatsite.api.views_messages)
+        raise InvalidInput('priority is now called tier: send "tier": "interactive" or "batch"',
+                           field="message.priority")
     tier = message.get("tier", "interactive")
     sampling = {name: message.get(name) for name in MESSAGE_FIELDS if name not in ("content", "tier")}
     try:

@@ -59,6 +59,7 @@ def test_without_a_message_it_only_makes_the_chat(client, pool):
     ({"message": {"content": "hi", "max_tokens": 10**6}}, "message.max_tokens", None),
     ({"message": {"content": "hi", "temperature": 3}}, "message.temperature", None),
     ({"message": {"content": "hi", "tier": "urgent"}}, "message.tier", None),
+    ({"message": {"content": "hi", "priority": "high"}}, "message.priority", None),
     ({"message": {"content": "hi", "model": "nope"}}, "message.model", "model_not_found"),
     ({"message": {"content": "word " * 6300}}, "message.content", "context_length_exceeded"),
     ({"temperature": 9, "message": {"content": "hi"}}, "temperature", None),
@@ -111,3 +112,13 @@ def test_another_users_key_is_not_theirs_to_replay(client, pool, tenant):
     _, secret = api_key_create(user=UserFactory(tenant=tenant), tenant=tenant, name="other")
     assert_error(start(key_client(secret), body, key="shared"), 409, "idempotency_key_reused", "Idempotency-Key")
     assert row_counts() == (1, 2, 1)
+
+
+def test_a_start_over_the_tenants_limits_is_429_and_writes_nothing(client, pool, tenant):
+    from chatsite.quotas.models import TenantQuota
+
+    TenantQuota.objects.create(tenant=tenant, token_budget=5)  # less than the prompt and any reply
+    resp = start(client, {"model": "flagship", "message": {"content": "Explain the for statement."}})
+    assert resp.status_code == 429, resp.content
+    assert resp.json()["error"]["message"] and "Retry-After" in resp.headers
+    assert row_counts() == (0, 0, 0)
