@@ -178,6 +178,8 @@ class MessagePage(serializers.Serializer):
 
 
 MODEL_HELP = "A model name (`id`) from GET /api/models/."
+STREAM_HELP = ("true: answer 200 text/event-stream, `event: run` with the JSON the request answers otherwise, then "
+               "the run's events as GET events_url sends them (resume there with Last-Event-ID).")
 
 
 class ChatCreateRequest(serializers.Serializer):
@@ -221,11 +223,17 @@ class MessageCreateRequest(serializers.Serializer):
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")
     ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
+    stream = serializers.BooleanField(required=False, help_text=STREAM_HELP)
+
+
+class FirstMessageRequest(MessageCreateRequest):
+    stream = None  # the request's own `stream` says it
 
 
 class ChatCreateWithSettings(ChatCreateRequest, ChatSettings):
-    message = MessageCreateRequest(required=False, help_text="The chat's first message, sent in the same request "
+    message = FirstMessageRequest(required=False, help_text="The chat's first message, sent in the same request "
                                    "(the fields POST .../messages/ takes).")
+    stream = serializers.BooleanField(required=False, help_text="With `message`: " + STREAM_HELP)
 
 
 class MessageEditRequest(MessageCreateRequest):
@@ -240,10 +248,12 @@ class RegenerateRequest(serializers.Serializer):
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, help_text="Sampling seed.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")
+    stream = serializers.BooleanField(required=False, help_text=STREAM_HELP)
 
 
 class ContinueRequest(serializers.Serializer):
     max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="How many more tokens at most.")
+    stream = serializers.BooleanField(required=False, help_text=STREAM_HELP)
 
 
 class MessagePostedResponse(serializers.Serializer):

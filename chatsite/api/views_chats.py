@@ -12,7 +12,8 @@ from chatsite.api import serializers as s
 from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.pagination import PAGE_PARAMETERS, paginate
-from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, posted
+from chatsite.api.streamed import streamed, wants_stream
+from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, STREAMED, posted
 from chatsite.chats import export
 from chatsite.chats.selectors import chat_get, chat_search, chats_for
 from chatsite.chats.services import UNSET, chat_create, chat_delete, chat_update
@@ -78,17 +79,18 @@ class ChatListView(TenantScoped, APIView):
                        "temperature": 0.3, "max_tokens": 400}),
                              OpenApiExample("New chat with its first message", request_only=True, value={
                                  "model": "flagship", "message": {"content": "What does a for loop do?"}})],
-                   responses={201: s.ChatStartedResponse, **RUN_ERRORS})
+                   responses={201: s.ChatStartedResponse, **STREAMED, **RUN_ERRORS})
     def post(self, request):
         data = self.body()
         if "message" in data:
+            stream = wants_stream(data)  # checked before anything is written
             started = chat_start(tenant=self.tenant, owner=request.user, model=data.get("model"),
                                  title=data.get("title"), message=data["message"],
                                  idempotency_key=request.headers.get("Idempotency-Key", ""), **_settings(data))
             chat, run = started.run.chat, started.run
             # A chat just made holds only this turn: its messages have no other versions to read.
-            return Response({**s.ChatSerializer(chat).data, **posted(chat, run, alone=not started.replayed)},
-                            status=status.HTTP_201_CREATED)
+            answer = {**s.ChatSerializer(chat).data, **posted(chat, run, alone=not started.replayed)}
+            return streamed(request, run, answer) if stream else Response(answer, status=status.HTTP_201_CREATED)
         chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"),
                            **_settings(data))
         return Response(s.ChatSerializer(chat).data, status=status.HTTP_201_CREATED)

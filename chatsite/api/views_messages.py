@@ -1,6 +1,7 @@
 """A chat's messages: the chosen path, sending, and the actions on one message
 (regenerate, edit, continue, choose a version)."""
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
@@ -10,6 +11,7 @@ from chatsite.api import serializers as s
 from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, PAGE_PARAMETERS
+from chatsite.api.streamed import streamed, wants_stream
 from chatsite.chats.selectors import chat_get, message_get, path_page, with_versions
 from chatsite.chats.services import message_select
 from chatsite.errors import InvalidInput
@@ -18,6 +20,11 @@ from chatsite.runs.services.admission import run_continue, run_regenerate, run_s
 
 TAGS = ["chats"]
 RUN_ERRORS = errors(*WRITE_ERRORS, 409, 429, 503)
+# With "stream": true (chatsite.api.streamed).
+STREAMED = {(200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=(
+    "With `\"stream\": true`: `event: run` (data: the JSON answered otherwise), then the run's events as GET "
+    "`run.events_url` sends them: `token` events with ids, `done` or `error` last. A client that drops resumes "
+    "with GET `events_url` and `Last-Event-ID`."))}
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "maxLength": 200}, OpenApiParameter.HEADER,
                                description="Any unique string per logical request, e.g. a UUID.")
 PATH_PARAMETERS = PAGE_PARAMETERS + [
@@ -72,8 +79,10 @@ def posted(chat, run, *, alone: bool = False) -> dict:
             "assistant_message": s.MessageSerializer(msgs[1]).data}
 
 
-def _posted(chat, run) -> Response:
-    return Response(posted(chat, run), status=status.HTTP_202_ACCEPTED)
+def _posted(request, chat, run, stream: bool):
+    """202 with the run and its messages; with `"stream": true`, 200 streaming them and the reply."""
+    answer = posted(chat, run)
+    return streamed(request, run, answer) if stream else Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
 def _sampling(data: dict, *names) -> dict:
@@ -111,16 +120,17 @@ class MessageListView(TenantScoped, APIView):
         request=s.MessageCreateRequest,
         examples=[OpenApiExample("A question", request_only=True, value={
             "content": "What does a for loop do?", "max_tokens": 16, "temperature": 0.7, "seed": 1})],
-        parameters=[IDEMPOTENCY], responses={202: s.MessagePostedResponse, **RUN_ERRORS},
+        parameters=[IDEMPOTENCY], responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS},
     )
     def post(self, request, chat_id: int):
         data = self.body()
+        stream = wants_stream(data)  # checked before anything is written
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
         run = run_submit(chat=chat, content=data.get("content"), tier=_tier(data),
                          source=GenerationRun.Source.API, idempotency_key=request.headers.get("Idempotency-Key", ""),
                          **_sampling(data, "model", "max_tokens", "temperature", "top_p", "stop", "seed",
                                      "ignore_eos"))
-        return _posted(chat, run)
+        return _posted(request, chat, run, stream)
 
 
 class _MessageAction(TenantScoped, APIView):
@@ -134,14 +144,15 @@ class RegenerateView(_MessageAction):
                    description="A new reply to the same question, beside the old one (both stay: see `versions`); "
                                "the chosen path follows the new one. 202 with the run, as sending does.",
                    request=s.RegenerateRequest, parameters=[IDEMPOTENCY],
-                   responses={202: s.MessagePostedResponse, **RUN_ERRORS})
+                   responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS})
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
+        stream = wants_stream(data)  # checked before anything is written
         chat, message = self.target(chat_id, message_id)
         run = run_regenerate(chat=chat, message=message, tier=_tier(data),
                              idempotency_key=request.headers.get("Idempotency-Key", ""),
                              **_sampling(data, "model", "max_tokens", "temperature", "top_p", "seed"))
-        return _posted(chat, run)
+        return _posted(request, chat, run, stream)
 
 
 class EditView(_MessageAction):
@@ -149,16 +160,17 @@ class EditView(_MessageAction):
                    description="A new version of your message (the old one and its replies stay reachable: "
                                "see `versions`) and a new reply to it; the chosen path follows the new one.",
                    request=s.MessageEditRequest, parameters=[IDEMPOTENCY],
-                   responses={202: s.MessagePostedResponse, **RUN_ERRORS})
+                   responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS})
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
+        stream = wants_stream(data)  # checked before anything is written
         chat, message = self.target(chat_id, message_id)
         run = run_submit(chat=chat, content=data.get("content"), edit_of=message,
                          tier=_tier(data),
                          idempotency_key=request.headers.get("Idempotency-Key", ""),
                          **_sampling(data, "model", "max_tokens", "temperature", "top_p", "stop", "seed",
                                      "ignore_eos"))
-        return _posted(chat, run)
+        return _posted(request, chat, run, stream)
 
 
 class ContinueView(_MessageAction):
@@ -167,13 +179,14 @@ class ContinueView(_MessageAction):
                    "model and sampling. Its `assistant_message` starts with the reply's text and replaces it; its "
                    "events stream the new text only. 400 for any other reply.",
                    request=s.ContinueRequest, parameters=[IDEMPOTENCY],
-                   responses={202: s.MessagePostedResponse, **RUN_ERRORS})
+                   responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS})
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
+        stream = wants_stream(data)  # checked before anything is written
         chat, message = self.target(chat_id, message_id)
         run = run_continue(chat=chat, message=message, max_tokens=data.get("max_tokens"),
                            idempotency_key=request.headers.get("Idempotency-Key", ""))
-        return _posted(chat, run)
+        return _posted(request, chat, run, stream)
 
 
 class SelectView(_MessageAction):

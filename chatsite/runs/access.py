@@ -68,6 +68,13 @@ def events_token(run: GenerationRun) -> str:
     return _signer().sign_object(payload)
 
 
+def grant_of(request, run: GenerationRun) -> Grant:
+    """The grant of the request being served to read the run it just made (a streamed
+    POST): its user and credential, as the run's events token would carry them."""
+    return Grant(run_id=run.pk, chat_id=run.chat_id, tenant_id=run.tenant_id, user_id=request.user.pk,
+                 credential=_credential_of(request), since=time.time())
+
+
 def token_grants(token: str, run_id) -> Grant | None:
     """The grant an unexpired events token for this run carries, else None
     (revocation is checked when the stream opens, by StreamGuard.admit)."""

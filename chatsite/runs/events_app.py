@@ -23,7 +23,6 @@ from chatsite.errors import ServiceError
 from chatsite.runs import sse
 from chatsite.runs.access import open_events
 from chatsite.runs.stream import codec
-from chatsite.runs.stream.follow import follow
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +104,7 @@ async def _serve(scope, send) -> None:
         streaming = True
         await send({"type": "http.response.body", "body": sse.RETRY, "more_body": True})
         if scope["method"] == "GET":  # ends at the terminal entry, or when the grant is revoked
-            async for batch in follow(run_id, after=last_id, fresh=fresh, wait=guard.next):
-                body = sse.KEEPALIVE if batch is None else sse.frames(batch)
+            async for body in sse.body(run_id, after=last_id, fresh=fresh, guard=guard):
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     except asyncio.CancelledError:

@@ -3,10 +3,12 @@
 `id:` is the stream id, so Last-Event-ID resumes exactly. An entry is encoded once
 per web process, however many clients read it (cached on the shared entry)."""
 import json
+from collections.abc import AsyncIterator
 from json.encoder import encode_basestring_ascii as _json_str
 
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.codec import Entry
+from chatsite.runs.stream.follow import follow
 
 RETRY = b"retry: 1000\n\n"
 KEEPALIVE = b": keep-alive\n\n"
@@ -35,3 +37,16 @@ def frame(entry: Entry) -> bytes:
 
 def frames(batch: list[Entry]) -> bytes:
     return b"".join(frame(e) for e in batch)
+
+
+async def body(run_id: int, *, after: str | None, fresh: bool, guard) -> AsyncIterator[bytes]:
+    """A run's events after `after` as SSE bytes (a keep-alive comment each quiet
+    interval): ends after the terminal entry, or when `guard` (a StreamGuard) sees the
+    grant revoked. Both REST streams send it: GET .../events and a streamed POST."""
+    async for batch in follow(run_id, after=after, fresh=fresh, wait=guard.next):
+        yield KEEPALIVE if batch is None else frames(batch)
+
+
+def event(name: str, data: dict) -> bytes:
+    """An event with no id (resuming from Last-Event-ID skips nothing for it)."""
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
