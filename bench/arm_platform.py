@@ -92,29 +92,66 @@ class Client:
                 on_run.set_result(run["events_url"])
             sent_ms = time.time() * 1000
             async with self.http.get(self.url + run["events_url"], headers=self.auth) as resp:
-                async for ev in sse_client.events(resp):
-                    if ev.event == "token":
-                        data = ev.json()
-                        req.arrivals.append((ev.t, data["n"]))
-                        req.text += data["text"]
-                        written_ms = int(ev.id.split("-")[0])
-                        if delays is not None and written_ms >= sent_ms:  # not backlog from before we asked
-                            delays.append(ev.wall_ms - written_ms)
-                    elif ev.event == "snapshot":  # the whole reply at once, from Postgres; replaces what came
-                        data = ev.json()
-                        req.arrivals, req.text = [(ev.t, data["n"])], data["text"]
-                        self.snapshots += 1
-                    elif ev.event == "done":
-                        req.usage_tokens = ev.json()["usage"]["completion_tokens"]
-                        break
-                    elif ev.event == "error":
-                        req.error = f"stream error: {ev.data[:200]}"
-                        break
+                await self._read(resp, req, delays, sent_ms)
         except Exception as exc:
             req.error = f"{type(exc).__name__}: {exc}"
         finally:
             req.end = time.perf_counter()
         return req
+
+    async def streamed_turn(self, chat_id: int | None, content: str, *, max_tokens: int = common.OUTPUT_TOKENS,
+                            delays: list | None = None) -> common.Request:
+        """One message with `"stream": true`: the run and its events in the POST's own
+        response (a new conversation's start when `chat_id` is None). A 5xx is retried
+        as in turn()."""
+        body = {"content": content, "max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "seed": 0,
+                "ignore_eos": True, "stream": True}
+        if chat_id is None:
+            path, body = "/api/chats/", {"model": common.POOL, "stream": True, "message": body}
+        else:
+            path = f"/api/chats/{chat_id}/messages/"
+        req = common.Request(start=time.perf_counter())
+        try:
+            for attempt in range(POST_ATTEMPTS):
+                sent_ms = time.time() * 1000
+                async with self.http.post(self.url + path, json=body, headers=self.auth) as resp:
+                    if resp.status == 200:
+                        req.error = ""
+                        await self._read(resp, req, delays, sent_ms)
+                        break
+                    req.error = f"POST {resp.status}: {(await resp.text())[:200]}"
+                    if resp.status < 500 or attempt == POST_ATTEMPTS - 1:
+                        break
+                self.post_retries += 1
+                await asyncio.sleep(0.05)
+        except Exception as exc:
+            req.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            req.end = time.perf_counter()
+        return req
+
+    async def _read(self, resp, req: common.Request, delays: list | None, sent_ms: float) -> None:
+        """A run's SSE events into `req`, to the terminal one (a streamed POST's `run` event first)."""
+        async for ev in sse_client.events(resp):
+            if ev.event == "token":
+                data = ev.json()
+                req.arrivals.append((ev.t, data["n"]))
+                req.text += data["text"]
+                written_ms = int(ev.id.split("-")[0])
+                if delays is not None and written_ms >= sent_ms:  # not backlog from before we asked
+                    delays.append(ev.wall_ms - written_ms)
+            elif ev.event == "run":
+                req.run_id = ev.json()["run"]["id"]
+            elif ev.event == "snapshot":  # the whole reply at once, from Postgres; replaces what came
+                data = ev.json()
+                req.arrivals, req.text = [(ev.t, data["n"])], data["text"]
+                self.snapshots += 1
+            elif ev.event == "done":
+                req.usage_tokens = ev.json()["usage"]["completion_tokens"]
+                break
+            elif ev.event == "error":
+                req.error = f"stream error: {ev.data[:200]}"
+                break
 
 
     async def _post(self, path: str, body: dict) -> tuple[int, dict | str]:

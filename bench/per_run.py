@@ -2,7 +2,8 @@
 SSE setup, the claim, the engine hand-off and the finalize, in every process.
 
     .venv/bin/python -m bench.per_run [--runs 400] [--concurrency 8] [--history N] [--root DIR]
-                                      [--surface rest|rest-start|rest-two-step|v1] [--server daphne|uvicorn] [--profile] [--tag X]
+                                      [--surface rest|rest-start|rest-two-step|rest-stream|v1]
+                                      [--server daphne|uvicorn] [--profile] [--tag X]
 
 One-token runs on the fake engine (zero step time), `concurrency` clients each
 posting a message and reading its events to the end, over and over; the stack's
@@ -17,7 +18,8 @@ conversation each) instead of the REST API's message POST and events GET.
 `--surface rest-start` makes each run a new conversation through the REST API: the
 chat and its message in one POST /api/chats/, then the events GET; `rest-two-step`
 the same conversation as a chat POST, then the message POST (what a client did before
-the one-request start existed, and what it still does against an older server).
+the one-request start existed, and what it still does against an older server);
+`rest-stream` the one-request start with `"stream": true`: the reply in its response.
 `--server uvicorn` serves the web with uvicorn (uvloop, httptools) instead of daphne.
 """
 import argparse
@@ -69,6 +71,8 @@ async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: di
         def turn(chat):
             if surface == "v1":
                 return openai.turn(CONTENT, max_tokens=1)
+            if surface == "rest-stream":
+                return client.streamed_turn(chat, CONTENT, max_tokens=1)
             return client.turn(chat, CONTENT, max_tokens=1, two_step=surface == "rest-two-step")
 
         async def one_client():
@@ -108,10 +112,12 @@ def main() -> None:
     ap.add_argument("--root", default=str(common.ROOT))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--tag", default="")
-    ap.add_argument("--surface", choices=("rest", "rest-start", "rest-two-step", "v1"), default="rest",
+    ap.add_argument("--surface", default="rest",
+                    choices=("rest", "rest-start", "rest-two-step", "rest-stream", "v1"),
                     help="rest: POST a message to an existing chat, then GET its events (two requests); "
                          "rest-start: a new chat with its message in one POST, then the GET; rest-two-step: "
-                         "POST a chat, POST the message, GET; v1: one streamed POST /v1/chat/completions")
+                         "POST a chat, POST the message, GET; rest-stream: a new chat with its message in one POST that "
+                         "streams the reply (\"stream\": true); v1: one streamed POST /v1/chat/completions")
     ap.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the web's ASGI server")
     a = ap.parse_args()
     tag = f"_{a.tag}" if a.tag else ""
