@@ -91,6 +91,9 @@ class ChatListView(TenantScoped, APIView):
             # A chat just made holds only this turn: its messages have no other versions to read.
             answer = {**s.ChatSerializer(chat).data, **posted(chat, run, alone=not started.replayed)}
             return streamed(request, run, answer) if stream else Response(answer, status=status.HTTP_201_CREATED)
+        if wants_stream(data):
+            raise InvalidInput("stream streams the reply to the chat's first message: send it as `message`",
+                               field="stream")
         chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"),
                            **_settings(data))
         return Response(s.ChatSerializer(chat).data, status=status.HTTP_201_CREATED)

@@ -49,6 +49,8 @@ def test_without_a_message_it_only_makes_the_chat(client, pool):
     resp = start(client, {"model": "flagship"})
     assert resp.status_code == 201 and "run" not in resp.json()
     assert row_counts() == (1, 0, 0)
+    assert_error(start(client, {"model": "flagship", "stream": True}), 400, field="stream")  # nothing to stream
+    assert row_counts() == (1, 0, 0)
 
 
 @pytest.mark.parametrize("body, field, code", [
