@@ -23,7 +23,8 @@ def rig():
     writer = StreamWriter(abort=aborted.append)
     stats = SimpleNamespace(generated_tokens=0, ready=True, running=0, waiting=0, kv_cache_usage=0.0,
                             prefix_cache_hit_rate=0.0, prefix_cache_queries=0, prefix_cache_hits=0)
-    rt = SimpleNamespace(writer=writer, worker_name=WORKER, draining=False, pool=SimpleNamespace(name="hb-test"),
+    rt = SimpleNamespace(writer=writer, worker_name=WORKER, draining=False, disabled=False,
+                         pool=SimpleNamespace(name="hb-test"),
                          host=SimpleNamespace(stats=lambda: stats, num_active=0))
     r = get_redis()
     r.delete(redis_keys.run_stream(RUN), redis_keys.run_lease(RUN))
