@@ -160,7 +160,7 @@ def _write_chain(chat: Chat, ids: list[int], rows: list[dict], *, parent: Messag
         for i, (pk, row) in enumerate(zip(ids, rows))])
 
 
-_INSERT_CHAT = Insert(Chat)  # plain SQL (chatsite/rows.py): every /v1 call makes a chat
+INSERT_CHAT = Insert(Chat)  # plain SQL (chatsite/rows.py): every /v1 call and REST start makes a chat
 
 
 def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
@@ -176,7 +176,7 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
     rows = _history_rows(pool, history)
     ids = _reserve_ids(len(rows)) if rows else []
     # The leaf is written before its row: the foreign key is checked at commit (deferred).
-    chat, = _INSERT_CHAT.save(Chat(tenant=tenant, owner=owner, pool=pool, listed=False,
+    chat, = INSERT_CHAT.save(Chat(tenant=tenant, owner=owner, pool=pool, listed=False,
                                    current_leaf_id=ids[-1] if ids else None))
     _write_chain(chat, ids, rows, parent=None)
     # What admission would read back under the chat's lock (chatsite.runs.services.admission):

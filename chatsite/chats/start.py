@@ -6,24 +6,20 @@ web's CPU, and a chat left behind, empty, whenever the message was then refused
 (a limit, a prompt that cannot fit). Here both are one transaction: a refused
 message writes nothing, the chat included.
 """
-import hashlib
-import json
 from dataclasses import dataclass
 
 from django.db import transaction
 
 from chatsite.chats import live
-from chatsite.chats.models import Chat
-from chatsite.chats.services import UNSET, chat_build
+from chatsite.chats.services import INSERT_CHAT, UNSET, chat_build
 from chatsite.errors import Conflict, InvalidInput
-from chatsite.rows import Insert
+from chatsite.request_digest import digest
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.admission import run_submit
 
 KEY_FIELD = "Idempotency-Key"
 # What a first message may carry: what POST .../messages/ takes.
 MESSAGE_FIELDS = ("content", "model", "max_tokens", "temperature", "top_p", "stop", "seed", "ignore_eos", "tier")
-_INSERT_CHAT = Insert(Chat)
 
 
 @dataclass(frozen=True)
@@ -44,8 +40,9 @@ def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET
     also when the two race. Raises what chat_create and run_submit raise."""
     if not isinstance(message, dict):
         raise InvalidInput('message must be an object, e.g. {"content": "Hello"}', field="message")
-    asked = _digest(model=model, title=title, system_prompt=system_prompt, temperature=temperature,
-                    max_tokens=max_tokens, message={name: message.get(name) for name in MESSAGE_FIELDS})
+    sent = {"model": model, "title": title, "system_prompt": system_prompt, "temperature": temperature,
+            "max_tokens": max_tokens, "message": {name: message.get(name) for name in MESSAGE_FIELDS}}
+    asked = digest({name: value for name, value in sent.items() if value is not UNSET})
     if idempotency_key and (earlier := _earlier(tenant, owner, idempotency_key, asked)) is not None:
         return Started(earlier, replayed=True)
     if "priority" in message:  # as a message POST refuses it (chatsite.api.views_messages)
@@ -57,12 +54,16 @@ def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET
         with transaction.atomic():
             chat = chat_build(tenant=tenant, owner=owner, model=model, title=title, system_prompt=system_prompt,
                               temperature=temperature, max_tokens=max_tokens)
-            _INSERT_CHAT.save(chat)
+            INSERT_CHAT.save(chat)
             # What admission would read under the chat's lock: nothing yet (chatsite.runs.services.admission).
             chat.created_path_end = (None, None)
-            with _fields_of_message():
+            try:
                 run = run_submit(chat=chat, content=message.get("content"), tier=tier,
                                  source=GenerationRun.Source.API, idempotency_key=idempotency_key, **sampling)
+            except InvalidInput as exc:  # the message's fields are named as the body nests them
+                if exc.field in MESSAGE_FIELDS:
+                    exc.field = f"message.{exc.field}"
+                raise
             if idempotency_key:  # what a repeat must ask for to get this run back
                 GenerationRun.objects.filter(pk=run.pk).update(request_digest=asked)
             live.chat_event(chat, live.CHAT_CREATED, title=chat.title)  # sent at commit; admission named it
@@ -86,22 +87,3 @@ def _earlier(tenant, owner, key: str, asked: str) -> GenerationRun | None:
         raise Conflict("this Idempotency-Key was already used for another request; send a new key for a new "
                        "request", field=KEY_FIELD, code="idempotency_key_reused")
     return run
-
-
-def _digest(**asked) -> str:
-    """sha256 of the call's fields as sent (UNSET: left out)."""
-    sent = {name: value for name, value in asked.items() if value is not UNSET}
-    canonical = json.dumps(sent, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-class _fields_of_message:
-    """Errors about the message's fields name them as `message.<field>`."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        if isinstance(exc, InvalidInput) and exc.field in MESSAGE_FIELDS:
-            exc.field = f"message.{exc.field}"
-        return False

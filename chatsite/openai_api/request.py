@@ -7,11 +7,10 @@ the OpenAI-specific shape and refuses, by name, the features this server does no
 implement rather than silently ignoring them. `user` is accepted and not used (it
 changes nothing in the reply). Unknown extra fields are ignored, as SDKs send some
 (metadata, store)."""
-import hashlib
-import json
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
+from chatsite.request_digest import digest
 from chatsite.openai_api import tools as tool_params
 from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.validation import clean_logprobs
@@ -219,10 +218,3 @@ def choices(body: dict) -> int:
 def _n_asked(n: int) -> dict:
     # n=1 is left out of the digest, so a request's digest is what it was before n existed.
     return {} if n == 1 else {"n": n}
-
-
-def digest(asked: dict) -> str:
-    """sha256 of what a request asks for, as parsed: the same for the same request
-    whatever its key order, spacing, or defaults sent or left out (stream: false)."""
-    canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
