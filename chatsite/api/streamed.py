@@ -31,12 +31,26 @@ def streamed(request, run, answer: dict) -> StreamingHttpResponse:
     """The response streaming `run`'s events after an `event: run` carrying `answer`."""
     # A run younger than the stream's TTL has its stream (an idempotent repeat may return an older one).
     fresh = (timezone.now() - run.queued_at).total_seconds() < settings.CHATSITE["STREAM_TTL_SECONDS"]
-    response = StreamingHttpResponse(_body(grant_of(request, run), run.pk, answer, fresh),
-                                     content_type="text/event-stream; charset=utf-8")
+    response = _Stream(_body(grant_of(request, run), run.pk, answer, fresh),
+                       content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache, no-transform"
     response["X-Accel-Buffering"] = "no"
     response["X-Run-Id"] = str(run.pk)
     return response
+
+
+class _Stream(StreamingHttpResponse):
+    """Django closes (`aclosing`) what `__aiter__` returns once the response ends, the
+    client's hang-up included. By default that is a wrapper of a wrapper of the body,
+    and closing it left the body itself to the garbage collector: its stream slot was
+    held until then (or until the slot expired). Here it is the body."""
+
+    def __init__(self, body, **kwargs):
+        super().__init__(body, **kwargs)
+        self._body = body
+
+    def __aiter__(self):
+        return self._body
 
 
 async def _body(grant, run_id: int, answer: dict, fresh: bool):
