@@ -10,6 +10,12 @@ out three characters a token, so markup and JSON are split across steps. Asked f
 log probabilities, each position gets a distribution over the vocabulary that is a
 pure function of the same inputs and the position, in which the word emitted is
 usually, not always, the most likely.
+
+Its outputs come as vLLM's do: a request asked for one output per `stream_interval`
+steps (the worker asks for about one per its coalescing window) gets its first token
+at once, then one output of the next `interval` tokens every `interval` steps, and
+the last (or an abort) with whatever remains (vLLM's DELTA outputs). A benchmark on it then sees
+the hand-offs per token a worker sees on the real engine, not one per token.
 """
 import asyncio
 import hashlib
@@ -18,6 +24,7 @@ import math
 import random
 
 from inference.fake_json import instance
+from inference.stream_interval import stream_interval
 from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 FAIL_MARKER = "[[engine-fail]]"
@@ -55,12 +62,14 @@ class CharTokenizer:
 
 
 class _Active:
-    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "logprobs")
+    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "logprobs", "interval", "sent")
 
-    def __init__(self, words, emit, fail_at, prompt_tokens, reason, logprobs=None):
+    def __init__(self, words, emit, fail_at, prompt_tokens, reason, logprobs=None, interval=1):
         self.words, self.emit, self.fail_at, self.prompt_tokens, self.reason = words, emit, fail_at, prompt_tokens, reason
         self.logprobs = logprobs
-        self.next = 0
+        self.interval = interval  # steps per output (vLLM's stream_interval)
+        self.next = 0  # words generated
+        self.sent = 0  # words handed out
 
 
 def word_logprobs(request: GenerationRequest, words: list[str]) -> list[TokenLogprob]:
@@ -84,15 +93,30 @@ def word_logprobs(request: GenerationRequest, words: list[str]) -> list[TokenLog
     return out
 
 
+def _hand_out(req: _Active, finish_reason: str | None) -> None:
+    """One output: the words made since the request's last one (the last output when
+    `finish_reason` is set)."""
+    start, req.sent = req.sent, req.next
+    text, n, last = "".join(req.words[start:req.next]), req.next - start, finish_reason is not None
+    if req.logprobs is None:
+        req.emit(Chunk(text, n, last, finish_reason, req.prompt_tokens))
+    else:
+        req.emit(LogprobsChunk(text, n, last, finish_reason, req.prompt_tokens,
+                               logprobs=tuple(req.logprobs[start:req.next])))
+
+
 class FakeBackend:
     """One step loop for all requests, as an engine steps its whole batch: every step
     each active request gets its next word (one token). It costs next to nothing per
     token, so what a benchmark measures around it is the platform's own cost.
-    `step_seconds` paces the steps (0: as fast as the loop turns)."""
+    `step_seconds` paces the steps (0: as fast as the loop turns); `output_window`
+    (seconds, or a callable read at each request's submission) sets how often a request
+    gets an output, as VllmBackend's does."""
 
-    def __init__(self, *, step_seconds: float = 0.01, startup_seconds: float = 0.0):
+    def __init__(self, *, step_seconds: float = 0.01, startup_seconds: float = 0.0, output_window=0.0):
         self.tokenizer = CharTokenizer()
         self.step_seconds = step_seconds
+        self.output_window = output_window
         self.startup_seconds = startup_seconds
         self._active: dict[str, _Active] = {}
         self._aborted: set[str] = set()
@@ -133,8 +157,9 @@ class FakeBackend:
         fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
         reason = "length" if len(words) == request.max_tokens else "stop"
         logprobs = word_logprobs(request, words) if request.logprobs is not None else None
+        window = self.output_window() if callable(self.output_window) else self.output_window
         self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason,
-                                                   logprobs)
+                                                   logprobs, stream_interval(window, self.step_seconds))
         if self._stepper is None or self._stepper.done():
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
 
@@ -150,26 +175,23 @@ class FakeBackend:
             due = max(due + self.step_seconds, loop.time() - MAX_LAG_SECONDS)
             await asyncio.sleep(max(0.0, due - loop.time()))
             for rid, req in list(self._active.items()):
-                if rid in self._aborted:
+                if rid in self._aborted:  # the words made since its last output come with the abort, as in vLLM
                     self._aborted.discard(rid)
                     del self._active[rid]
-                    req.emit(Chunk("", 0, True, "abort", req.prompt_tokens))
+                    _hand_out(req, "abort")
                     continue
                 i = req.next
-                if i == req.fail_at:
+                if i == req.fail_at:  # the words not handed out yet are lost with the engine, as in vLLM
                     del self._active[rid]
                     req.emit(Chunk("", 0, True, error="RuntimeError: injected engine failure"))
                     continue
                 req.next = i + 1
                 self._generated += 1
-                last = req.next == len(req.words)
-                if last:
+                if req.next == len(req.words):
                     del self._active[rid]
-                if req.logprobs is None:
-                    req.emit(Chunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens))
-                else:
-                    req.emit(LogprobsChunk(req.words[i], 1, last, req.reason if last else None, req.prompt_tokens,
-                                           logprobs=(req.logprobs[i],)))
+                    _hand_out(req, req.reason)
+                elif not req.sent or req.next - req.sent >= req.interval:  # the first token never waits
+                    _hand_out(req, None)
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active:

@@ -6,13 +6,10 @@ from collections.abc import Callable
 from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.stat_logger import stat_loggers
+from inference.stream_interval import stream_interval
 from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 log = logging.getLogger(__name__)
-
-
-# The most engine steps vLLM gathers into one output of a request (stream_interval).
-MAX_STREAM_INTERVAL = 16
 
 
 def shut_down(engine) -> None:
@@ -26,17 +23,6 @@ def shut_down(engine) -> None:
 
 def _shut_down_already(*_args, **_kwargs) -> None:
     return None
-
-
-def stream_interval(window: float, step_seconds: float) -> int:
-    """How many engine steps vLLM gathers into one output of a request so that outputs
-    come about once per `window` (the stream writer's coalescing window): a request's
-    output objects (vLLM's RequestOutput, the host's chunk and delta) are made per output,
-    not per token, while the entries, each of a window's tokens, stay the same. 1 (every
-    step) with no window or no step time measured yet."""
-    if window <= 0 or step_seconds <= 0:
-        return 1
-    return max(1, min(MAX_STREAM_INTERVAL, round(window / step_seconds)))
 
 
 def sampling_params(request: GenerationRequest, interval: int = 1):

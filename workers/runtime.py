@@ -45,7 +45,7 @@ def _backend(pool: ModelPool, output_window):
     if kind == "fake":
         from inference.fake_backend import FakeBackend
 
-        return FakeBackend(step_seconds=settings.CHATSITE["FAKE_STEP_SECONDS"])
+        return FakeBackend(step_seconds=settings.CHATSITE["FAKE_STEP_SECONDS"], output_window=output_window)
     if kind != "vllm":
         raise RuntimeError(f"CHATSITE_ENGINE must be 'vllm' or 'fake', not {kind!r}")
     from inference.specs import EngineSpec

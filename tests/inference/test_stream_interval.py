@@ -8,7 +8,8 @@ import pytest
 from django.conf import settings
 
 from inference.types import GenerationRequest
-from inference.vllm_backend import MAX_STREAM_INTERVAL, VllmBackend, stream_interval
+from inference.stream_interval import MAX_STREAM_INTERVAL, stream_interval
+from inference.vllm_backend import VllmBackend
 
 vllm = pytest.importorskip("vllm")
 
@@ -107,3 +108,41 @@ def test_the_window_may_be_the_writer_s_current_one(tokenizer):
     assert params.stream_interval == 10 and [c.num_tokens for c in chunks[:2]] == [1, 10]
     params, _ = _generate(tokenizer, 0.005, tokens, window=lambda: next(windows))
     assert params.stream_interval == 4
+
+
+def _fake_outputs(step_seconds: float, n_tokens: int, window: float, abort_after: int | None = None):
+    """The chunks the fake engine hands out for an `n_tokens` reply (aborted once it made `abort_after`)."""
+    from inference.fake_backend import FakeBackend
+
+    async def go():
+        backend, chunks = FakeBackend(step_seconds=step_seconds, output_window=window), []
+        await backend.add(GenerationRequest("r1", [1, 2, 3], max_tokens=n_tokens, ignore_eos=True), chunks.append)
+        while not (chunks and chunks[-1].finished):
+            if abort_after is not None and backend.stats().generated_tokens >= abort_after:
+                await backend.abort("r1")
+            await asyncio.sleep(0)  # between two steps: the steps sleep their pace
+        return chunks
+
+    return asyncio.run(go())
+
+
+def test_the_fake_engine_gathers_its_outputs_as_vllm_does(tokenizer):
+    """A platform bench on the fake engine sees the hand-offs a worker gets from vLLM."""
+    tokens = tokenizer.encode(TEXT, add_special_tokens=False)
+    for step, window in ((0.005, 0.02), (0.002, 0.05), (0.05, 0.02)):
+        _, real = _generate(tokenizer, step, tokens, window=window)
+        fake = _fake_outputs(step, len(tokens), window)
+        assert [c.num_tokens for c in fake] == [c.num_tokens for c in real], (step, window)
+        assert [c.finished for c in fake] == [c.finished for c in real] and fake[-1].finish_reason == "length"
+        assert "".join(c.text for c in fake).split() == _fake_words(len(tokens))
+    _, real = _generate(tokenizer, 0.005, tokens, abort_after=7)
+    fake = _fake_outputs(0.005, len(tokens), 0.02, abort_after=7)
+    assert [c.num_tokens for c in fake] == [c.num_tokens for c in real] == [1, 4, 2]
+    assert fake[-1].finish_reason == real[-1].finish_reason == "abort"
+
+
+def _fake_words(n: int) -> list[str]:
+    from inference.fake_backend import FakeBackend
+
+    words = FakeBackend().reply_words(GenerationRequest("r1", [1, 2, 3], max_tokens=n, ignore_eos=True))
+    return " ".join(words).split()
