@@ -9,13 +9,15 @@ last). One request less per reply; a client that drops resumes with GET events_u
 and the last id it had. The stream holds one of the user's stream slots and ends when
 the user's access is revoked, as the GET does (chatsite.runs.events_app).
 """
+from contextlib import aclosing
+
 from django.conf import settings
-from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from chatsite.errors import InvalidInput, ServiceError
 from chatsite.runs import sse
 from chatsite.runs.access import grant_of
+from chatsite.sse_response import SseResponse
 from chatsite.tenancy.stream_guard import StreamGuard
 
 
@@ -27,30 +29,11 @@ def wants_stream(data: dict) -> bool:
     return stream
 
 
-def streamed(request, run, answer: dict) -> StreamingHttpResponse:
+def streamed(request, run, answer: dict) -> SseResponse:
     """The response streaming `run`'s events after an `event: run` carrying `answer`."""
     # A run younger than the stream's TTL has its stream (an idempotent repeat may return an older one).
     fresh = (timezone.now() - run.queued_at).total_seconds() < settings.CHATSITE["STREAM_TTL_SECONDS"]
-    response = _Stream(_body(grant_of(request, run), run.pk, answer, fresh),
-                       content_type="text/event-stream; charset=utf-8")
-    response["Cache-Control"] = "no-cache, no-transform"
-    response["X-Accel-Buffering"] = "no"
-    response["X-Run-Id"] = str(run.pk)
-    return response
-
-
-class _Stream(StreamingHttpResponse):
-    """Django closes (`aclosing`) what `__aiter__` returns once the response ends, the
-    client's hang-up included. By default that is a wrapper of a wrapper of the body,
-    and closing it left the body itself to the garbage collector: its stream slot was
-    held until then (or until the slot expired). Here it is the body."""
-
-    def __init__(self, body, **kwargs):
-        super().__init__(body, **kwargs)
-        self._body = body
-
-    def __aiter__(self):
-        return self._body
+    return SseResponse(_body(grant_of(request, run), run.pk, answer, fresh), X_Run_Id=str(run.pk))
 
 
 async def _body(grant, run_id: int, answer: dict, fresh: bool):
@@ -64,7 +47,8 @@ async def _body(grant, run_id: int, answer: dict, fresh: bool):
         yield sse.event("error", {"code": "not_authenticated", "message": "your access to this run was just revoked"})
         return
     try:
-        async for chunk in sse.body(run_id, after=None, fresh=fresh, guard=guard):
-            yield chunk
+        async with aclosing(sse.body(run_id, after=None, fresh=fresh, guard=guard)) as chunks:
+            async for chunk in chunks:
+                yield chunk
     finally:
         await guard.close()

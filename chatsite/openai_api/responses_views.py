@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from asgiref.sync import sync_to_async
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import JsonResponse
 
 from chatsite.errors import ServiceError
 from chatsite.openai_api import logprobs_wire
@@ -27,6 +27,7 @@ from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import log as stream_log
 from chatsite.runs.stream.finished import finished_entries
 from chatsite.runs.stream.follow import follow
+from chatsite.sse_response import SseResponse
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +80,8 @@ def _finalized_object(run_id: int) -> dict:
     return _object(_load(run_id))
 
 
-def _streaming(events, run: GenerationRun) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(events, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache, no-transform"
-    response["X-Accel-Buffering"] = "no"
-    response["X-Run-Id"] = str(run.pk)
-    return response
+def _streaming(events, run: GenerationRun) -> SseResponse:
+    return SseResponse(events, X_Run_Id=str(run.pk))
 
 
 def _json(body: dict, run: GenerationRun) -> JsonResponse:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import redis
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite.errors import ServiceError
@@ -31,6 +31,7 @@ from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.follow_all import follow_all
 from chatsite.runs.stream.hub import HubError
+from chatsite.sse_response import SseResponse
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +142,7 @@ async def _answer(admitted: Admitted, shape: wire.ChatShape):
     shape = tools_wire.shape_for(runs[0], shape)  # a run with tools (one choice) reads its reply as calls
     # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
-        response = StreamingHttpResponse(_stream(runs, req.include_usage, shape, fresh=not replayed),
-                                         content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache, no-transform"
-        response["X-Accel-Buffering"] = "no"
+        response = SseResponse(_stream(runs, req.include_usage, shape, fresh=not replayed))
     else:
         response = await _wait(runs, shape, fresh=not replayed)
     response["X-Run-Id"] = str(runs[0].pk)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from contextlib import aclosing
 from urllib.parse import parse_qs
 
 import redis
@@ -104,8 +105,9 @@ async def _serve(scope, send) -> None:
         streaming = True
         await send({"type": "http.response.body", "body": sse.RETRY, "more_body": True})
         if scope["method"] == "GET":  # ends at the terminal entry, or when the grant is revoked
-            async for body in sse.body(run_id, after=last_id, fresh=fresh, guard=guard):
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+            async with aclosing(sse.body(run_id, after=last_id, fresh=fresh, guard=guard)) as bodies:
+                async for body in bodies:  # a hang-up during a send closes the follower at once
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     except asyncio.CancelledError:
         raise

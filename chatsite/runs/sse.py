@@ -4,6 +4,7 @@
 per web process, however many clients read it (cached on the shared entry)."""
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from json.encoder import encode_basestring_ascii as _json_str
 
 from chatsite.runs.stream import codec
@@ -42,9 +43,12 @@ def frames(batch: list[Entry]) -> bytes:
 async def body(run_id: int, *, after: str | None, fresh: bool, guard) -> AsyncIterator[bytes]:
     """A run's events after `after` as SSE bytes (a keep-alive comment each quiet
     interval): ends after the terminal entry, or when `guard` (a StreamGuard) sees the
-    grant revoked. Both REST streams send it: GET .../events and a streamed POST."""
-    async for batch in follow(run_id, after=after, fresh=fresh, wait=guard.next):
-        yield KEEPALIVE if batch is None else frames(batch)
+    grant revoked. Both REST streams send it: GET .../events and a streamed POST. Closed
+    (a client hung up as a frame was sent), it closes the follower at once: its hub
+    subscription ends then, not when the collector gets to it."""
+    async with aclosing(follow(run_id, after=after, fresh=fresh, wait=guard.next)) as batches:
+        async for batch in batches:
+            yield KEEPALIVE if batch is None else frames(batch)
 
 
 def event(name: str, data: dict) -> bytes:

@@ -87,7 +87,12 @@ class StreamGuard:
         """A guard holding a slot for this stream; None when the grant was revoked.
         Raises TooManyStreams (429) when the user has SSE_MAX_STREAMS_PER_USER open."""
         guard = cls(grant, uuid.uuid4().hex)
-        status, *markers = await guard._call(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"])
+        call = asyncio.ensure_future(guard._call(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"]))
+        try:
+            status, *markers = await asyncio.shield(call)
+        except asyncio.CancelledError:  # the client hung up meanwhile: the slot may be taken all the same
+            call.add_done_callback(guard._admitted_too_late)
+            raise
         if status == -1:
             raise TooManyStreams(f"you have {settings.CHATSITE['SSE_MAX_STREAMS_PER_USER']} event streams open "
                                  "already; close one, or wait for a run to finish", retry_after=slot_ttl())
@@ -95,6 +100,13 @@ class StreamGuard:
             await guard.close()
             return None
         return guard
+
+    def _admitted_too_late(self, call: asyncio.Future) -> None:
+        """The admission's reply, once its stream was gone: a slot it took is given back."""
+        if not call.cancelled() and call.exception() is None and call.result()[0] != -1:
+            task = asyncio.ensure_future(self.close())
+            _GIVING_BACK.add(task)
+            task.add_done_callback(_GIVING_BACK.discard)
 
     async def check(self) -> bool:
         """Refresh the slot; False when the stream must end (one Redis call)."""

@@ -8,15 +8,17 @@ only the events of the tenant the session acts for. A comment line every ~15 s
 keeps proxies from closing the connection."""
 import json
 import time
+from contextlib import aclosing
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import JsonResponse
 
 from chatsite.chats import live
 from chatsite.errors import NotFound, ServiceError
 from chatsite.runs import sse
 from chatsite.runs.stream import codec
+from chatsite.sse_response import SseResponse
 from chatsite.tenancy.revocation import Grant, session_credential
 from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.tenancy.stream_guard import StreamGuard
@@ -32,8 +34,9 @@ def _error(status: int, code: str, message: str, retry_after: int | None = None)
 async def _frames(user_id: int, tenant_id: int, last_id: str, guard):
     try:
         yield b"retry: 2000\n\n"
-        async for frames in _events(user_id, tenant_id, last_id, guard):
-            yield frames
+        async with aclosing(_events(user_id, tenant_id, last_id, guard)) as events:
+            async for frames in events:
+                yield frames
     finally:
         await guard.close()
 
@@ -74,7 +77,4 @@ async def user_events(request):
         return _error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
     if guard is None:
         return _error(401, "not_authenticated", "your session has ended; sign in again")
-    response = StreamingHttpResponse(_frames(user.pk, tenant.pk, last_id, guard), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache, no-transform"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return SseResponse(_frames(user.pk, tenant.pk, last_id, guard))

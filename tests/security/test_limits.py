@@ -134,6 +134,8 @@ def test_a_user_holds_at_most_the_cap_of_open_streams(capped_web, chat, auth):
 def test_a_streamed_post_without_a_free_slot_answers_its_run_then_the_error(capped_web, chat, auth):
     """A streamed POST (`"stream": true`) needs a stream slot too; refused one, the run
     it admitted goes on (its events_url reads it once a slot is free)."""
+    from chatsite import redis_keys
+    from chatsite.redis_client import get_redis
     from chatsite.runs.models import GenerationRun
     from tests.api.test_streamed_post import stream_post
 
@@ -145,6 +147,21 @@ def test_a_streamed_post_without_a_free_slot_answers_its_run_then_the_error(capp
     assert status == 200 and [e.event for e in events] == ["run", "error"], events
     assert events[1].data["code"] == "too_many_streams"
     assert GenerationRun.objects.get(pk=events[0].data["run"]["id"]).status in ("queued", "running", "completed")
+    # A streamed POST whose client hangs up gives its slot back: two streams open again.
+    slots = redis_keys.sse_streams(chat.tenant_id, chat.owner_id)
+    body = {"model": chat.pool.name, "stream": True, "message": {"content": "c"}}
+    with httpx.stream("POST", f"{url}/api/chats/", json=body, headers=auth, timeout=10) as resp:
+        assert resp.status_code == 200 and next(resp.iter_lines()).startswith("retry:")
+        time.sleep(0.5)  # its stream is open (and holds a slot) by now; then the client hangs up
+    end = time.monotonic() + 3  # the web notices the hang-up when it next reads the connection
+    while True:
+        with OpenStream(_events(url, run, auth), headers=auth) as a, OpenStream(_events(url, run, auth),
+                                                                               headers=auth) as b:
+            if a.status == b.status == 200:
+                break
+        assert time.monotonic() < end, ("the streamed POST's slot was not given back; slots (id, expiry) at "
+                                        f"{time.time():.3f}: {get_redis().zrange(slots, 0, -1, withscores=True)}")
+        time.sleep(0.2)
 
 
 def test_slots_of_a_web_process_that_died_free_themselves(capped_web, chat, auth):

@@ -36,3 +36,61 @@ def test_a_cancelled_close_still_frees_the_slot_and_keeps_the_connection():
     assert get_redis().zcard(slots) == 0  # every slot given back
     # the three ZREMs and the PING ran on the connection the admissions opened: none was dropped
     assert get_redis().info("stats")["total_connections_received"] == connections_before
+
+
+def test_a_stream_cancelled_while_it_is_admitted_gives_the_slot_back(monkeypatch):
+    """A client that hangs up while its stream's admission waits for Redis: the slot the
+    admission took there is given back once the reply comes, not held until it expires."""
+    grant = Grant(run_id=1, chat_id=2, tenant_id=3, user_id=5, credential="", since=time.time())
+    slots = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
+    call = StreamGuard._call
+
+    async def slow_reply(self, cap):  # Redis took the slot; its reply is late
+        result = await call(self, cap)
+        await asyncio.sleep(0.2)
+        return result
+
+    monkeypatch.setattr(StreamGuard, "_call", slow_reply)
+
+    async def run():
+        admitting = asyncio.ensure_future(StreamGuard.admit(grant))
+        await asyncio.sleep(0.1)
+        assert get_redis().zcard(slots) == 1  # taken, and the stream does not know it yet
+        admitting.cancel()
+        await asyncio.gather(admitting, return_exceptions=True)
+        assert admitting.cancelled()
+        await asyncio.sleep(0.3)  # the reply came: the slot went back
+        await get_async_redis().aclose()
+
+    asyncio.run(run())
+    assert get_redis().zcard(slots) == 0
+
+
+def test_an_sse_response_closes_its_body_when_the_client_hangs_up_during_a_send():
+    """Django closes what the response's __aiter__ gives; for an SseResponse that is the body
+    itself, so the body's `finally` (a slot given back, a hub subscription ended) runs then."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    from chatsite.sse_response import SseResponse
+
+    closed = []
+
+    async def body():
+        try:
+            while True:
+                yield b"data: x\n\n"
+        finally:
+            closed.append(True)
+
+    async def send(message):
+        if message["type"] == "http.response.body" and message.get("body"):
+            raise asyncio.CancelledError  # the client hung up during this send
+
+    async def run():
+        try:
+            await ASGIHandler.send_response(ASGIHandler.__new__(ASGIHandler), SseResponse(body()), send)
+        except asyncio.CancelledError:
+            pass
+        return list(closed)
+
+    assert asyncio.run(run()) == [True]  # closed before send_response returned, not by the collector
