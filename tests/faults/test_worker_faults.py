@@ -12,6 +12,7 @@ from tests.factories import ChatFactory, PoolFactory
 from tests.faults.client import follow, follow_in_thread
 from tests.faults.conftest import POOL
 from tests.faults.helpers import assert_nothing_lost, stream_entries, wait_terminal
+from tests.faults.hosts.probes import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +57,7 @@ def test_sigkill_at_a_random_token_continues_on_another_worker(fault_stack, faul
     run = post(base, auth, chat.pk, max_tokens=300, ignore_eos=True)
     thread, box = follow_in_thread(run["events_url"], auth, base_urls=[base], watchdog=30)
     holder = holder_of(run["id"])
-    while fault_redis_client.xlen(f"run:{run['id']}") < kill_after_tokens:
+    while streamed(fault_redis_client, run["id"]) < kill_after_tokens:  # tokens, not entries (one holds several)
         time.sleep(0.005)
     killed_at = time.monotonic()
     fault_stack["workers"][holder].signal(signal.SIGKILL)
