@@ -1,19 +1,25 @@
 """Where the platform's time to first token goes, one request at a time.
 
     .venv/bin/python -m bench.probe_ttft [--engine fake|vllm] [--requests 12] [--burst 64] [--surface v1]
+                                         [--stages]
 
 For each request: POST round trip, SSE response headers, first token event (client
 clock; with --surface v1 one streamed POST /v1/chat/completions, whose response
 headers come when admission is done: both POST and headers are that moment), and from the database queued_at -> started_at (claimed by the worker) ->
 first_token_at (the first entry's XADD time). All clocks are this machine's.
 With --burst N the requests go N at a time, all started together (as a bench.compare
-level starts), so the phases show where a burst's TTFT queues.
+level starts), so the phases show where a burst's TTFT queues. With --stages (and --burst 1)
+the web and the worker mark each stage of a run's path (chatsite/stage_trace.py) and a
+second table splits the time to the first token between them (bench/stages.py).
 """
 import argparse
 import asyncio
+import os
+import tempfile
 import time
+from pathlib import Path
 
-from bench import common, report, sse_client
+from bench import common, report, sse_client, stages
 from bench.platform_stack import Stack
 
 
@@ -94,7 +100,8 @@ def _phases(stack: Stack, t: dict) -> dict:
             time.sleep(0.05)
     ms = lambda x: 1000 * x  # noqa: E731
     t0, w0 = t["t0"], t["w0"]
-    return {"post_ms": ms(t["t_post"] - t0), "sse_headers_ms": ms(t["t_headers"] - t["t_post"]),
+    return {"run": t["run"], "w0": w0,
+            "post_ms": ms(t["t_post"] - t0), "sse_headers_ms": ms(t["t_headers"] - t["t_post"]),
             "client_ttft_ms": ms(t["t_first"] - t0), "e2e_ms": ms(t["t_end"] - t0),
             "post_to_queued_ms": ms(float(q) - w0), "queued_to_claimed_ms": ms(float(s) - float(q)),
             "claimed_to_first_xadd_ms": ms(float(f) - float(s)),
@@ -109,7 +116,11 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=1, help="requests started together (1: one at a time)")
     ap.add_argument("--surface", choices=("rest", "v1"), default="rest",
                     help="rest: POST a message, then GET its events; v1: one streamed POST /v1/chat/completions")
+    ap.add_argument("--stages", action="store_true", help="mark each stage in the web and the worker (--burst 1)")
     a = ap.parse_args()
+    trace = Path(tempfile.mkdtemp()) / "stages.txt"
+    if a.stages:
+        os.environ["CHATSITE_STAGE_TRACE"] = str(trace)  # the stack's processes inherit it
     stack = Stack(db_name="bench_probe")
     try:
         key = stack.seed()
@@ -124,7 +135,7 @@ def main() -> None:
         rows, cpu = asyncio.run(probe(url, key, stack, a.requests, a.max_tokens, a.burst, pids, a.surface))
     finally:
         stack.stop()
-    keys = list(rows[0])
+    keys = [k for k in rows[0] if k not in ("run", "w0")]
     how = "sequential requests" if a.burst == 1 else f"requests in bursts of {a.burst}"
     print(f"engine {a.engine}, {a.requests} {how} through {a.surface}, p50, p95 and max (ms)")
     print(report.table(["phase", "p50", "p95", "max"],
@@ -134,6 +145,9 @@ def main() -> None:
           ", ".join(f"{k} {1000 * v / a.requests:.1f}" for k, v in cpu.items()) +
           (" (the worker's includes the engine's front end and, with vllm, not its engine core)"
            if a.engine != "fake" else ""))
+    if a.stages:
+        print("\nStages of a run's path to its first token (chatsite/stage_trace.py)")
+        print(stages.table(trace, rows))
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
+from chatsite import stage_trace
 from chatsite.turns import Hops
 
 
@@ -322,6 +323,7 @@ class OneHopASGIHandler(ASGIHandler):
     def _sync_request(self, request, scope):
         """A sync view's request, in its thread: request_started, the middleware and the
         view, and the response's close when its body is built."""
+        stage_trace.mark("web.request")
         signals.request_started.send(sender=self.__class__, scope=scope)
         response = self._for_sending(self._sync.get_response(request))
         if not response.streaming:

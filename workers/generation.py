@@ -5,6 +5,7 @@ import time
 
 from django.db import connection
 
+from chatsite import stage_trace
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_pin
@@ -57,6 +58,7 @@ def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
     """Generate a run this worker has just claimed (its lease taken no earlier than
     `since`); releases the claim at the end."""
     run, run_id = claim.run, claim.run.pk
+    stage_trace.mark("worker.claimed", run_id)
     rt.heartbeat.hold(run_id, claim.lease_token, since=since)
     try:
         outcome = _generate_claimed(rt, run, claim.lease_token)
@@ -157,6 +159,7 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     try:
         rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
                                       max_tokens=remaining))
+        stage_trace.mark("worker.submitted", run.pk)
         connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
     finally:

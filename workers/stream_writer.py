@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 
+from chatsite import stage_trace
 from chatsite.runs.stream import codec, log as stream_log
 from chatsite.runs.stream.log import CANCEL_ASKED, STALE, Write
 from inference.types import StepDelta
@@ -129,7 +130,15 @@ class StreamWriter:
 
     # --- called on the engine loop thread --------------------------------------
     def on_step(self, deltas: list[StepDelta]) -> None:
+        if stage_trace.enabled():
+            self._trace_first_outputs(deltas)
         self._queue.put(deltas)
+
+    def _trace_first_outputs(self, deltas: list[StepDelta]) -> None:
+        for d in deltas:
+            run = self._runs.get(d.request_id) if d.num_tokens and d.request_id in self._awaiting_first else None
+            if run is not None:
+                stage_trace.mark("engine.first_output", run.run_id)
 
     # --- the writer thread ---------------------------------------------------------
     def _loop(self) -> None:
@@ -169,6 +178,7 @@ class StreamWriter:
                 merged.setdefault(d.request_id, []).append(d)
         writes: list[Write] = []
         runs: list[ActiveRun] = []
+        firsts = [] if stage_trace.enabled() else None  # runs whose first token this batch writes
         ended: dict[int, str] = {}  # run id -> outcome, for runs whose terminal entry is in this batch
         for rid, run in active.items():
             write = Write(run.run_id, run.lease_token)
@@ -184,6 +194,8 @@ class StreamWriter:
                     else:
                         write.token = codec.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
                     run.next_seq += n
+                    if firsts is not None and rid in self._awaiting_first:
+                        firsts.append(run.run_id)
                     self._awaiting_first.discard(rid)
                 if ds[-1].finished:
                     outcome, write.terminal = self._terminal(run, ds[-1])
@@ -193,6 +205,8 @@ class StreamWriter:
         # 2) one fenced append for all: lease checked, entries written, cancels read
         try:
             answers = self._execute(writes)
+            for run_id in firsts or ():
+                stage_trace.mark("writer.first_written", run_id)
         except Exception:
             for run in runs:
                 if run.run_id in ended:  # the task sees it and leaves the run to the sweep

@@ -5,6 +5,7 @@ from celery.exceptions import Reject
 from celery.signals import task_postrun
 from django.db import reset_queries
 
+from chatsite import stage_trace
 from chatsite.pools.scaling import pools_record_recommendations
 from chatsite.runs.queues import GENERATE_TASK
 from chatsite.runs.services.sweep import runs_sweep
@@ -31,6 +32,7 @@ def generate_run(run_id: int, tier: str | None = None) -> str:
     from workers.fair_pick import generate_next
     from workers.generation import generate
 
+    stage_trace.mark("worker.task")
     rt = runtime.current()
     if rt is None or rt.draining:
         raise Reject("this worker has no engine taking work", requeue=True)

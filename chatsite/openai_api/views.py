@@ -17,6 +17,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from chatsite import stage_trace
 from chatsite.errors import ServiceError
 from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
 from chatsite.openai_api.auth import authenticate, authenticate_sync, json_body, require_method
@@ -130,6 +131,7 @@ async def text_completions(request):
 async def _completion(request, parse, shape: wire.ChatShape):
     """Authenticate and admit (one thread hop), then answer the completion; the tenant's
     rate-limit headers on every answer but a 401 or a 405 (no key read yet)."""
+    stage_trace.mark("web.request")
     admitted = await sync_to_async(_admit)(request, parse)
     response = admitted.refused or await _answer(admitted, shape)
     for name, value in admitted.limits.items():

@@ -1,6 +1,7 @@
 """Handing a committed run to Celery."""
 import logging
 
+from chatsite import stage_trace
 from chatsite.runs import fair_queue, queues, task_message
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import choices_pin, queue_for
@@ -44,6 +45,7 @@ def run_dispatch_choices(runs: list[GenerationRun]) -> None:
     """Send the generation tasks of one turn's runs (one, or a completion's choices,
     the first first). Several are first pinned to one worker where one can take them
     all (routing.choices_pin), so its prefix cache computes their prompt once."""
+    stage_trace.mark("web.committed", runs[0].pk)
     if len(runs) > 1:
         try:
             choices_pin(runs[0], len(runs))
@@ -51,6 +53,7 @@ def run_dispatch_choices(runs: list[GenerationRun]) -> None:
             log.exception("run %s: could not pin its choices to one worker; they go to the pool", runs[0].pk)
     for run in runs:
         run_dispatch(run)
+    stage_trace.mark("web.dispatched", runs[0].pk)
 
 
 def _forget(run: GenerationRun) -> None:

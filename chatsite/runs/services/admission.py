@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from chatsite import stage_trace
 from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput
@@ -329,6 +330,7 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
                                                             choice_seeds(sampling.seed, order.choices)))]
     # The chat's new path end and title are saved by the run's INSERT (one round trip).
     _INSERT_RUNS.save(runs[0], along=(_SAVE_CHAT, [chat.title, reply.pk, chat.updated_at, chat.pk]))
+    stage_trace.mark("web.saved", runs[0].pk)
     if len(runs) > 1:  # the other choices name the first
         for run in runs[1:]:
             run.choice_of = runs[0]

@@ -1,0 +1,66 @@
+"""Stage marks (chatsite/stage_trace.py) and how bench.stages reads them: off by default,
+written in batches and at flush when on, and an untagged mark belongs to the next tagged
+one of its own process."""
+from bench import stages
+from chatsite import stage_trace
+
+
+def test_marks_cost_nothing_and_write_nothing_when_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(stage_trace, "_PATH", None)
+    stage_trace.mark("web.request")
+    stage_trace.flush()
+    assert not stage_trace.enabled() and stage_trace._lines == []
+
+
+def test_marks_are_batched_then_flushed(tmp_path, monkeypatch):
+    path = tmp_path / "stages.txt"
+    monkeypatch.setattr(stage_trace, "_PATH", str(path))
+    monkeypatch.setattr(stage_trace, "_lines", [])
+    stage_trace.mark("web.request")
+    stage_trace.mark("web.saved", 7)
+    assert not path.exists()  # nothing written per mark
+    stage_trace.flush()
+    (_, pid, thread, stage, run, cpu), second = [line.split() for line in path.read_text().splitlines()]
+    assert (stage, run, second[3], second[4]) == ("web.request", "-", "web.saved", "7")
+    assert float(cpu) >= 0 and int(pid) > 0 and int(thread) > 0
+    for i in range(stage_trace.FLUSH_EVERY):
+        stage_trace.mark("worker.task")
+    assert len(path.read_text().splitlines()) == 2 + stage_trace.FLUSH_EVERY and stage_trace._lines == []
+
+
+def _line(t: float, pid: int, stage: str, run="-", thread=1, cpu=0.0) -> str:
+    return f"{t:.6f} {pid} {thread} {stage} {run} {cpu:.3f}\n"
+
+
+def test_an_untagged_mark_belongs_to_the_next_tagged_one_of_its_process(tmp_path):
+    path = tmp_path / "stages.txt"
+    path.write_text("".join([
+        _line(1.000, 10, "web.request"),  # a chat POST before the message's: superseded by the next
+        _line(1.300, 10, "web.request"),
+        _line(1.305, 20, "worker.task"),  # another process: waits for its own tagged mark
+        _line(1.304, 10, "web.saved", 5),
+        _line(1.310, 20, "worker.claimed", 5),
+        _line(1.320, 20, "engine.first_output", 5),
+        _line(1.330, 20, "engine.first_output", 5),  # a repeat: the first one counts
+        _line(2.000, 10, "web.request"),
+        _line(2.004, 10, "web.saved", 6),
+    ]))
+    runs = stages.read(path)
+    assert runs[5]["web.request"][0] == 1.300 and runs[5]["web.saved"][0] == 1.304
+    assert runs[5]["worker.task"][0] == 1.305 and runs[5]["engine.first_output"][0] == 1.320
+    assert runs[6]["web.request"][0] == 2.000 and "worker.task" not in runs[6]
+
+
+def test_the_table_splits_a_runs_time_to_its_first_token(tmp_path):
+    path = tmp_path / "stages.txt"
+    marks = stages.STAGES[1:-1]
+    path.write_text("".join(_line(10 + 0.001 * (i + 1), 1, stage, run=3 if i else "-", thread=5, cpu=0.1 * i)
+                            for i, stage in enumerate(marks)))
+    text = stages.table(path, [{"run": 3, "w0": 10.0, "client_ttft_ms": 12.0}])
+    assert text.startswith("1 runs with every stage")
+    rows = {cells[1].strip(): [c.strip() for c in cells[2:5]]
+            for cells in (line.split("|") for line in text.splitlines()[3:])}
+    assert rows["client.post -> web.request"][0] == "1.0" and rows["client TTFT"][0] == "12.0"
+    assert rows["writer.first_written -> client.first_token"][0] == "3.0"  # 10.009 -> 10.012
+    assert rows["web.saved -> web.committed"][2] == "0.1"  # one thread's CPU between its two marks
+    assert rows["client.post -> web.request"][2] == "-"  # two clocks: no CPU figure
