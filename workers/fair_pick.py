@@ -13,6 +13,7 @@ from collections import Counter
 from celery.exceptions import Reject
 from django.conf import settings
 
+from chatsite import stage_trace
 from chatsite.runs import fair_queue
 from workers.generation import claim_timed, finish_unclaimed, generate, generate_claimed
 from workers.runtime import Runtime
@@ -67,6 +68,7 @@ def generate_next(rt: Runtime, *, tier: str, woken_by: int) -> str:
     pool, skips = rt.pool.name, 0
     while skips < MAX_SKIPS:
         picked = held.pick(pool, tier, tenant_cap())
+        stage_trace.mark("worker.picked")
         if picked is None:
             break
         if picked == fair_queue.WAIT:

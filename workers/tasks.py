@@ -2,7 +2,7 @@
 import logging
 
 from celery.exceptions import Reject
-from celery.signals import task_postrun
+from celery.signals import task_postrun, task_received
 from django.db import reset_queries
 
 from chatsite import stage_trace
@@ -22,6 +22,10 @@ def _forget_queries(**_) -> None:
     request cycle ever resets: a worker grew by megabytes a minute. Forget them after
     each task, in the thread that ran it."""
     reset_queries()
+
+
+if stage_trace.enabled():  # bench.probe_ttft --stages: when Celery's consumer took the message
+    task_received.connect(lambda **_: stage_trace.mark("worker.received"), weak=False)
 
 
 @app.task(name=GENERATE_TASK, acks_late=True, reject_on_worker_lost=True)

@@ -56,11 +56,12 @@ def test_the_table_splits_a_runs_time_to_its_first_token(tmp_path):
     marks = stages.STAGES[1:-1]
     path.write_text("".join(_line(10 + 0.001 * (i + 1), 1, stage, run=3 if i else "-", thread=5, cpu=0.1 * i)
                             for i, stage in enumerate(marks)))
-    text = stages.table(path, [{"run": 3, "w0": 10.0, "client_ttft_ms": 12.0}])
+    ttft = len(marks) + 3.0  # ms: the first token 3 ms after the last mark
+    text = stages.table(path, [{"run": 3, "w0": 10.0, "client_ttft_ms": ttft}])
     assert text.startswith("1 runs with every stage")
     rows = {cells[1].strip(): [c.strip() for c in cells[2:5]]
             for cells in (line.split("|") for line in text.splitlines()[3:])}
-    assert rows["client.post -> web.request"][0] == "1.0" and rows["client TTFT"][0] == "12.0"
-    assert rows["writer.first_written -> client.first_token"][0] == "3.0"  # 10.009 -> 10.012
+    assert rows["client.post -> web.request"][0] == "1.0" and rows["client TTFT"][0] == f"{ttft:.1f}"
+    assert rows["writer.first_written -> client.first_token"][0] == "3.0"
     assert rows["web.saved -> web.committed"][2] == "0.1"  # one thread's CPU between its two marks
     assert rows["client.post -> web.request"][2] == "-"  # two clocks: no CPU figure

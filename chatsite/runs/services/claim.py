@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from chatsite import rows
+from chatsite import rows, stage_trace
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import lease
 
@@ -31,6 +31,7 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     """Take the run for a new attempt, or None if it is finished, its stream has
     ended, or a live attempt holds it."""
     token = lease.acquire(run_id, worker)
+    stage_trace.mark("worker.leased", run_id)
     if token is None:
         return None
     try:
