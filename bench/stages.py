@@ -10,8 +10,9 @@ from pathlib import Path
 
 from bench import common, report
 
-STAGES = ("client.post", "web.request", "web.saved", "web.committed", "web.dispatched", "worker.received", "worker.task", "worker.picked", "worker.leased",
-          "worker.claimed", "worker.submitted", "engine.first_output", "writer.first_written", "client.first_token")
+STAGES = ("client.post", "web.request", "web.saved", "web.committed", "web.dispatched", "worker.received",
+          "worker.task", "worker.picked", "worker.leased", "worker.claimed", "worker.submitted",
+          "engine.first_output", "writer.first_written", "client.first_token")
 
 
 def read(path: Path) -> dict[int, dict[str, tuple[float, int, float]]]:
