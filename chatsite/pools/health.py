@@ -36,6 +36,13 @@ def pool_is_up(pool: str, workers: dict[str, dict] | None = None) -> bool:
     return any(b.get("ready") == "1" and b.get("draining") != "1" for b in pool_workers(pool, workers).values())
 
 
+def pool_slots(pool: str) -> int:
+    """The run slots of the pool's workers that take work now (ready, not draining,
+    not waiting for a disabled pool), from their heartbeats: two round trips."""
+    return sum(int(b.get("slots") or 0) for b in pool_workers(pool).values()
+               if b.get("ready") == "1" and b.get("draining") != "1" and b.get("disabled") != "1")
+
+
 def pool_index_beat(pipe, *, pool: str, worker: str, ts: float, draining: bool) -> None:
     """For the heartbeat: add to its pipeline (one round trip with the rest of the
     beat) the writes that keep `worker` in its pool's index while it takes work.

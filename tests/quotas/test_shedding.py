@@ -114,3 +114,32 @@ def test_a_call_of_several_choices_may_not_take_the_queue_past_its_limit(tenant,
     assert GenerationRun.objects.filter(pool=pool).count() == 2 and chats[1].messages.count() == 0
     run_submit(chat=chats[2], content="two fit", choices=2)  # exactly 4
     assert GenerationRun.objects.filter(pool=pool).count() == 4
+
+
+def test_a_burst_into_a_quiet_pool_takes_its_free_slots_before_its_wait_is_counted(tenant, user):
+    """The finish rate of a pool that was quiet says what it was asked for, not what it can
+    do: runs that its workers' free slots take at once wait for nothing."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.heartbeat import beat
+
+    pool = queueing_pool("burst-pool", max_queued_runs=100, max_queue_wait_seconds=5)
+    submit = lambda text: run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content=text)  # noqa: E731
+    done = submit("finished one")  # one run finished in the last minute: ~60 s a run by the rate alone
+    GenerationRun.objects.filter(pk=done.pk).update(status="completed", finished_at=timezone.now() - timedelta(seconds=5))
+    beat("burst-worker", pool.name, slots=4)
+    running = submit("running")
+    GenerationRun.objects.filter(pk=running.pk).update(status="running")  # 3 of the 4 slots free
+    queued = [submit(f"burst {i}") for i in range(4)]  # the first waits for none; the next 3 take the free slots
+    assert all(run.status == "queued" for run in queued)
+    with pytest.raises(Overloaded) as info:  # 4 queued, 3 slots free: one run ahead of it waits ~60 s
+        submit("one too many")
+    assert "would wait about 60 s" in info.value.message
+    beat("draining-worker", pool.name, slots=4, draining=True)  # takes no work: its slots are not free
+    beat("loading-worker", pool.name, slots=4, ready=False)
+    with pytest.raises(Overloaded):
+        submit("one too many")
+    beat("another-worker", pool.name, slots=1)  # 5 slots, 1 running: the 4 queued all start at once
+    assert submit("fits now").status == "queued"

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from chatsite.errors import Overloaded
 from chatsite.metrics.counters import count_shed
+from chatsite.pools.health import pool_slots
 from chatsite.rows import fetch_one
 from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
@@ -24,6 +25,7 @@ _RUNS = GenerationRun._meta.db_table
 _QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DISTINCT tenant_id) FROM "{_RUNS}" '
            f'WHERE pool_id = %s AND status = %s')
 _FINISHED = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND finished_at >= %s'
+_RUNNING = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND status = %s'
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +45,10 @@ class Backlog:
             return self.queued
         return min(self.queued, (self.mine + 1) * self.tenants - 1)
 
-    def wait_seconds(self, fair: bool) -> float | None:
-        """Expected seconds until a new run starts, from the finish rate; None when it cannot be told yet."""
-        ahead = self.ahead(fair)
+    def wait_seconds(self, fair: bool, free: int = 0) -> float | None:
+        """Expected seconds until a new run starts, from the finish rate; None when it cannot be told yet.
+        `free`: run slots free in the pool's workers, which the first runs ahead take at once."""
+        ahead = max(0, self.ahead(fair) - free)
         if ahead == 0:
             return 0.0
         if self.finished == 0:
@@ -63,6 +66,16 @@ def pool_backlog(pool, tenant) -> Backlog:
     return dataclasses.replace(backlog, finished=_finished_recently(pool))
 
 
+def free_slots(pool) -> int:
+    """Run slots free in the pool's live workers: their slots (heartbeats) less the pool's
+    running runs (Postgres: exact where a heartbeat is up to a second old). Asked only
+    when a new run would otherwise be refused for its wait."""
+    slots = pool_slots(pool.name)
+    if slots == 0:
+        return 0
+    return max(0, slots - fetch_one(_RUNNING, [pool.pk, GenerationRun.Status.RUNNING])[0])
+
+
 def _finished_recently(pool) -> int:
     """Runs of the pool finished in the last RATE_WINDOW, on the (pool, finished_at)
     index: as many rows as the pool finished in that window, not every run it ever had."""
@@ -78,6 +91,10 @@ def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
     fair = fair_queue.enabled()
     backlog = pool_backlog(pool, tenant)
     wait = backlog.wait_seconds(fair)
+    if wait is not None and wait > pool.max_queue_wait_seconds:
+        # The finish rate measures what the pool was asked for, not what it can do: a burst
+        # into a pool that was quiet would wait for slots its workers have free.
+        wait = backlog.wait_seconds(fair, free=free_slots(pool))
     limit = pool.max_queued_runs
     # (With one arriving run these read: queued >= limit, and the tenant holds its share.)
     if backlog.queued + arriving > limit and (not fair or backlog.mine + arriving - 1 >= backlog.share(limit)):
