@@ -15,6 +15,15 @@ def _clean_redis():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_finish_rate_memo():
+    """Admission's shedding counts a pool's finished runs at most once a second per
+    process (chatsite.runs.services.shedding): a test starts without another's count."""
+    from chatsite.runs.services.shedding import forget_finish_rates
+
+    forget_finish_rates()
+
+
 @pytest.fixture(scope="session")
 def stack_env(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
