@@ -162,9 +162,34 @@ def test_a_pools_finished_runs_are_counted_at_most_once_a_second(tenant, user, m
     def counts(text: str) -> int:
         with CaptureQueriesContext(connection) as queries:
             submit(text)
-        return sum(q["sql"].startswith('SELECT count(*) FROM "runs_generationrun"') and "finished_at" in q["sql"]
-                   for q in queries)
+        return sum(q["sql"].startswith("SELECT count(*)") and "finished_at >=" in q["sql"] for q in queries)
 
     assert [counts("second"), counts("third")] == [1, 0]
     clock[0] += shedding.FINISHED_MEMO_SECONDS
     assert counts("fourth") == 1
+
+
+def test_past_the_free_slots_a_burst_waits_by_what_the_workers_can_finish(tenant, user):
+    """A quiet minute's finish rate is its demand: once the slots are full, they free at
+    slots / (a run's mean time) runs a second at least."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.heartbeat import beat, gone
+
+    pool = queueing_pool("capacity-pool", max_queued_runs=100, max_queue_wait_seconds=5)
+    submit = lambda text: run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content=text)  # noqa: E731
+    done = submit("finished one")  # one run in the last minute, 2 s from its start to its finish
+    finished = timezone.now() - timedelta(seconds=5)
+    GenerationRun.objects.filter(pk=done.pk).update(status="completed", started_at=finished - timedelta(seconds=2),
+                                                    finished_at=finished)
+    beat("capacity-worker", pool.name, slots=2)
+    for text in ("running 1", "running 2"):  # the 2 slots full
+        GenerationRun.objects.filter(pk=submit(text).pk).update(status="running")
+    queued = [submit(f"burst {i}") for i in range(4)]  # 3 ahead of the last: 2 slots free a run a second
+    assert all(run.status == "queued" for run in queued)
+    gone("capacity-worker", pool.name)  # no worker's slots to count on: the finish rate alone, 4 ahead = 240 s
+    with pytest.raises(Overloaded) as info:
+        submit("one too many")
+    assert "would wait about 240 s" in info.value.message

@@ -22,12 +22,14 @@ from chatsite.runs.models import GenerationRun
 
 RATE_WINDOW = timedelta(seconds=60)
 FINISHED_MEMO_SECONDS = 1.0
-_finished_memo: dict[int, tuple[float, int]] = {}  # pool id -> (monotonic time, runs finished in the window)
+# pool id -> (monotonic time, (runs finished in the window, their mean seconds from start to finish))
+_finished_memo: dict[int, tuple[float, tuple[int, float | None]]] = {}
 # Plain SQL: every admission asks (chatsite/rows.py).
 _RUNS = GenerationRun._meta.db_table
 _QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DISTINCT tenant_id) FROM "{_RUNS}" '
            f'WHERE pool_id = %s AND status = %s')
-_FINISHED = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND finished_at >= %s'
+_FINISHED = (f'SELECT count(*), avg(extract(epoch FROM finished_at - started_at)) FROM "{_RUNS}" '
+             f'WHERE pool_id = %s AND finished_at >= %s')
 _RUNNING = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND status = %s'
 
 
@@ -37,6 +39,7 @@ class Backlog:
     mine: int  # ...of them the asking tenant's
     tenants: int  # tenants with queued runs, the asking one included
     finished: int  # runs the pool finished in the last RATE_WINDOW
+    run_seconds: float | None = None  # ...their mean time from start to finish
 
     def share(self, limit: int) -> float:
         return limit / self.tenants
@@ -48,15 +51,20 @@ class Backlog:
             return self.queued
         return min(self.queued, (self.mine + 1) * self.tenants - 1)
 
-    def wait_seconds(self, fair: bool, free: int = 0) -> float | None:
+    def wait_seconds(self, fair: bool, free: int = 0, slots: int = 0) -> float | None:
         """Expected seconds until a new run starts, from the finish rate; None when it cannot be told yet.
-        `free`: run slots free in the pool's workers, which the first runs ahead take at once."""
+        `free`: run slots free in the pool's workers, which the first runs ahead take at once. `slots`:
+        all their slots, which free at least at slots / run_seconds runs a second once they are full
+        (the finish rate of a pool that was not full says what it was asked for, not what it can do)."""
         ahead = max(0, self.ahead(fair) - free)
         if ahead == 0:
             return 0.0
-        if self.finished == 0:
+        rate = self.finished / RATE_WINDOW.total_seconds()
+        if slots and self.run_seconds:
+            rate = max(rate, slots / self.run_seconds)
+        if rate == 0:
             return None
-        return ahead / (self.finished / RATE_WINDOW.total_seconds())
+        return ahead / rate
 
 
 def pool_backlog(pool, tenant) -> Backlog:
@@ -66,29 +74,31 @@ def pool_backlog(pool, tenant) -> Backlog:
     backlog = Backlog(queued=queued, mine=mine, tenants=tenants + (0 if mine else 1), finished=0)
     if backlog.ahead(fair_queue.enabled()) == 0:
         return backlog
-    return dataclasses.replace(backlog, finished=_finished_recently(pool))
+    finished, run_seconds = _finished_recently(pool)
+    return dataclasses.replace(backlog, finished=finished, run_seconds=run_seconds)
 
 
-def free_slots(pool) -> int:
-    """Run slots free in the pool's live workers: their slots (heartbeats) less the pool's
-    running runs (Postgres: exact where a heartbeat is up to a second old). Asked only
-    when a new run would otherwise be refused for its wait."""
-    slots = pool_slots(pool.name)
+def free_slots(pool, slots: int) -> int:
+    """Run slots free in the pool's live workers: their `slots` (pool_slots, from their
+    heartbeats) less the pool's running runs (Postgres: exact where a heartbeat is up to a
+    second old). Asked only when a new run would otherwise be refused for its wait."""
     if slots == 0:
         return 0
     return max(0, slots - fetch_one(_RUNNING, [pool.pk, GenerationRun.Status.RUNNING])[0])
 
 
-def _finished_recently(pool) -> int:
+def _finished_recently(pool) -> tuple[int, float | None]:
     """Runs of the pool finished in the last RATE_WINDOW, on the (pool, finished_at)
-    index: as many rows as the pool finished in that window, not every run it ever had.
+    index: as many rows as the pool finished in that window, not every run it ever had;
+    and their mean seconds from start to finish (None when none had started).
     That is a cost which grows with the pool's throughput (1.2-2.5 ms of Postgres for
     6,000 runs a minute, most of them not yet all-visible), so a process counts at
     most once a FINISHED_MEMO_SECONDS per pool: a second's lag on a minute's window."""
     now = time.monotonic()
     memo = _finished_memo.get(pool.pk)
     if memo is None or now - memo[0] >= FINISHED_MEMO_SECONDS:
-        memo = (now, fetch_one(_FINISHED, [pool.pk, timezone.now() - RATE_WINDOW])[0])
+        finished, run_seconds = fetch_one(_FINISHED, [pool.pk, timezone.now() - RATE_WINDOW])
+        memo = (now, (finished, float(run_seconds) if run_seconds is not None else None))
         _finished_memo[pool.pk] = memo
     return memo[1]
 
@@ -109,8 +119,9 @@ def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
     wait = backlog.wait_seconds(fair)
     if wait is not None and wait > pool.max_queue_wait_seconds:
         # The finish rate measures what the pool was asked for, not what it can do: a burst
-        # into a pool that was quiet would wait for slots its workers have free.
-        wait = backlog.wait_seconds(fair, free=free_slots(pool))
+        # into a pool that was quiet would be refused for a wait its workers' slots do not make.
+        slots = pool_slots(pool.name)
+        wait = backlog.wait_seconds(fair, free=free_slots(pool, slots), slots=slots)
     limit = pool.max_queued_runs
     # (With one arriving run these read: queued >= limit, and the tenant holds its share.)
     if backlog.queued + arriving > limit and (not fair or backlog.mine + arriving - 1 >= backlog.share(limit)):
