@@ -16,12 +16,12 @@ def _clean_redis():
 
 
 @pytest.fixture(autouse=True)
-def _no_finish_rate_memo():
-    """Admission's shedding counts a pool's finished runs at most once a second per
-    process (chatsite.runs.services.shedding): a test starts without another's count."""
-    from chatsite.runs.services.shedding import forget_finish_rates
+def _no_shedding_memo():
+    """Admission's shedding reads a pool's finished runs and its workers' slots at most once a
+    second per process (chatsite.runs.services.shedding): a test starts without another's."""
+    from chatsite.runs.services.shedding import forget_memos
 
-    forget_finish_rates()
+    forget_memos()
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,10 @@ from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
 
 RATE_WINDOW = timedelta(seconds=60)
-FINISHED_MEMO_SECONDS = 1.0
-# pool id -> (monotonic time, (runs finished in the window, their mean seconds from start to finish))
-_finished_memo: dict[int, tuple[float, tuple[int, float | None]]] = {}
+# What the path that would refuse reads of a pool's finished runs and its workers' slots, a process reads
+# at most once a MEMO_SECONDS per pool: a second's lag on a minute's window, and on heartbeats a second apart.
+MEMO_SECONDS = 1.0
+_memo: dict[tuple, tuple[float, object]] = {}  # (what, pool) -> (monotonic time, value)
 # Plain SQL: every admission asks (chatsite/rows.py).
 _RUNS = GenerationRun._meta.db_table
 _QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DISTINCT tenant_id) FROM "{_RUNS}" '
@@ -93,19 +94,30 @@ def _finished_recently(pool) -> tuple[int, float | None]:
     and their mean seconds from start to finish (None when none had started).
     That is a cost which grows with the pool's throughput (1.2-2.5 ms of Postgres for
     6,000 runs a minute, most of them not yet all-visible), so a process counts at
-    most once a FINISHED_MEMO_SECONDS per pool: a second's lag on a minute's window."""
-    now = time.monotonic()
-    memo = _finished_memo.get(pool.pk)
-    if memo is None or now - memo[0] >= FINISHED_MEMO_SECONDS:
+    most once a MEMO_SECONDS per pool."""
+    def read():
         finished, run_seconds = fetch_one(_FINISHED, [pool.pk, timezone.now() - RATE_WINDOW])
-        memo = (now, (finished, float(run_seconds) if run_seconds is not None else None))
-        _finished_memo[pool.pk] = memo
-    return memo[1]
+        return finished, float(run_seconds) if run_seconds is not None else None
+    return _memoized(("finished", pool.pk), read)
 
 
-def forget_finish_rates() -> None:
-    """Drop the memo (tests that rewrite a pool's finished runs)."""
-    _finished_memo.clear()
+def _slots(pool) -> int:
+    """pool_slots, at most once a MEMO_SECONDS per pool: a pool refusing every request
+    reads its workers' heartbeats once a second, not per refusal."""
+    return _memoized(("slots", pool.name), lambda: pool_slots(pool.name))
+
+
+def _memoized(key: tuple, read):
+    now = time.monotonic()
+    hit = _memo.get(key)
+    if hit is None or now - hit[0] >= MEMO_SECONDS:
+        hit = _memo[key] = (now, read())
+    return hit[1]
+
+
+def forget_memos() -> None:
+    """Drop what the memo holds (tests that rewrite a pool's runs or its workers' heartbeats)."""
+    _memo.clear()
 
 
 def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
@@ -120,7 +132,7 @@ def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
     if wait is not None and wait > pool.max_queue_wait_seconds:
         # The finish rate measures what the pool was asked for, not what it can do: a burst
         # into a pool that was quiet would be refused for a wait its workers' slots do not make.
-        slots = pool_slots(pool.name)
+        slots = _slots(pool)
         wait = backlog.wait_seconds(fair, free=free_slots(pool, slots), slots=slots)
     limit = pool.max_queued_runs
     # (With one arriving run these read: queued >= limit, and the tenant holds its share.)
