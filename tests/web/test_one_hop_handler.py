@@ -46,6 +46,7 @@ async def _get(path: str, monkeypatch, headers=()) -> tuple[dict, bytes, list[st
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
+    await comm.wait(10)  # the request's end: its response closed
     monkeypatch.setattr(SyncToAsync, "__call__", call)
     return start, body, hops
 
@@ -243,3 +244,75 @@ def test_at_most_the_set_number_of_request_threads_run_at_once(monkeypatch):
     assert _most_hops_at_once(monkeypatch, 1) == 1
     assert _most_hops_at_once(monkeypatch, 2) == 2
     assert _most_hops_at_once(monkeypatch, 0) == 5
+
+
+def _api_call_hops(monkeypatch, response_for) -> tuple[int, bytes, list[str]]:
+    """(status, body, hops) of an API client's request to an async view answering `response_for()`."""
+    async def view(request, *args, **kwargs):
+        return response_for()
+
+    _every_url_is(monkeypatch, view)
+    start, body, hops = _run(_get("/v1/models", monkeypatch))
+    return start["status"], body, hops
+
+
+def _streamed():
+    from chatsite.sse_response import SseResponse
+
+    async def body():
+        yield b"data: one\n\n"
+        yield b"data: two\n\n"
+
+    return SseResponse(body())
+
+
+def test_an_api_clients_async_request_takes_no_hop_for_its_signals(monkeypatch):
+    """request_started's receivers and the response's close (request_finished's) run on the
+    event loop when Django's own receivers are all there are: Django's asend and its close
+    gave each a thread hop. Both signals still reach their receivers."""
+    from django.core import signals
+    from django.http import JsonResponse
+
+    sent = []
+
+    def count_started(**kwargs):
+        sent.append("started")
+
+    def count_finished(**kwargs):
+        sent.append("finished")
+
+    status, body, hops = _api_call_hops(monkeypatch, lambda: JsonResponse({"ok": True}))
+    assert status == 200 and json.loads(body) == {"ok": True}
+    assert hops == [], hops
+    status, body, hops = _api_call_hops(monkeypatch, _streamed)
+    assert status == 200 and body == b"data: one\n\ndata: two\n\n"
+    assert hops == [], hops
+
+    # A receiver the handler does not know (another app's) may reach anything: Django's hops.
+    signals.request_started.connect(count_started)
+    signals.request_finished.connect(count_finished)
+    try:
+        status, body, hops = _api_call_hops(monkeypatch, _streamed)
+    finally:
+        signals.request_started.disconnect(count_started)
+        signals.request_finished.disconnect(count_finished)
+    assert status == 200 and sent == ["started", "finished"]
+    assert len(hops) == 2, hops  # asend's sync receivers, and the close
+
+
+def test_signals_hop_while_a_database_connection_is_open():
+    """Django's receivers close an open connection that is broken or too old, a blocking
+    call that must not run on the event loop: with one open, the receivers hop as in Django."""
+    from django.core import signals
+    from django.db import connection
+
+    from chatsite.request_signals import signal_inline
+
+    connection.close()
+    assert signal_inline(signals.request_finished, OneHopASGIHandler)
+    connection.ensure_connection()
+    try:
+        assert not signal_inline(signals.request_finished, OneHopASGIHandler)
+        assert not signal_inline(signals.request_started, OneHopASGIHandler)
+    finally:
+        connection.close()
