@@ -173,12 +173,12 @@ async def _wait(runs: list[GenerationRun], shape: wire.ChatShape, *, fresh: bool
 
 async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.ChatShape, *, fresh: bool):
     """Chunk events in the endpoint's shape, the choices' chunks interleaved as they come,
-    then `data: [DONE]`; the usage chunk after the last choice has finished. A choice's
-    error ends the stream (as an SDK stops at the first)."""
+    then `data: [DONE]` (in the last chunks' write: one send fewer); the usage chunk after
+    the last choice has finished. A choice's error ends the stream (as an SDK stops at the first)."""
     run = runs[0]  # it names the completion
-    for index in range(len(runs)):
-        for payload in shape.opening(run, include_usage, index):
-            yield wire.sse_data(payload)
+    opening = b"".join(wire.sse_data(p) for index in range(len(runs)) for p in shape.opening(run, include_usage, index))
+    if opening:  # at once, with the response's headers (daphne sends them with the first write)
+        yield opening
     completion_tokens, prompt_tokens, open_choices = 0, 0, len(runs)
     chars = [0] * len(runs)  # each choice's characters so far (text completions' logprob offsets)
     with_logprobs = logprobs_wire.asked(run)
@@ -210,9 +210,11 @@ async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.Ch
                     else:
                         out.append(wire.sse_data(_run_error(runs[index].pk, entry)[1]))
                         open_choices = -1
+                if open_choices <= 0:  # the end, said in the same write as the last chunks
+                    out.append(wire.SSE_DONE)
+                    yield b"".join(out)
+                    return
                 yield b"".join(out)
-                if open_choices < 0:
-                    break
     except Exception:  # Redis gone mid-stream: say so in the stream, then end it
         log.exception("run %s: streaming to an OpenAI client failed", run.pk)
         yield wire.sse_data(openai_error_body(500, "stream_failed", f"reading the reply failed; the run goes on "
