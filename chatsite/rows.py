@@ -55,6 +55,12 @@ def split(row, *columns: Columns) -> list:
     return out + list(row[at:])
 
 
+def sql_in(values) -> str:
+    """A constant list of strings as SQL, `('a', 'b')`, for `x IN ...` in a statement's text:
+    a list parameter costs its dumping at every call (psycopg's list dumper, in Python)."""
+    return "(" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) + ")"
+
+
 PREPARED: set[str] = set()
 
 

@@ -18,7 +18,7 @@ from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
 from chatsite.quotas.services import quota_check_rate, quota_for, quota_reserve_choices, refusals_counted
-from chatsite.rows import Insert, fetch_one, prepared
+from chatsite.rows import Insert, fetch_one, prepared, sql_in
 from chatsite.runs.choices import MAX_CHOICES, choice_seeds
 from chatsite.runs.dispatch import run_dispatch_choices
 from chatsite.runs.models import GenerationRun
@@ -251,7 +251,7 @@ _LOCK_CHAT = prepared(
 # The chat's reply in progress, if any; and the end of its chosen path and that
 # message's depth (the newest message for chats written before they remembered one).
 _BUSY_AND_LEAF = (f'WITH leaf AS (SELECT COALESCE(%s, (SELECT max(id) FROM "{_MESSAGES}" WHERE chat_id = %s)) AS id) '
-                  f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status = ANY(%s) LIMIT 1), leaf.id, '
+                  f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status IN {sql_in(ACTIVE)} LIMIT 1), leaf.id, '
                   f'(SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id) FROM leaf')
 # Done by the run's INSERT, which is prepared with it.
 _SAVE_CHAT = f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s'
@@ -304,7 +304,7 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     if existing is not None:
         return existing
     if created is None:
-        active, *leaf = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk, list(ACTIVE)])
+        active, *leaf = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk])
         if active is not None:
             raise ReplyInProgress(active)
     else:  # nobody else can see it yet: no lock to wait for, no reply in progress, its path as written

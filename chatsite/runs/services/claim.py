@@ -18,7 +18,8 @@ from chatsite.runs.stream import lease
 _RUN = rows.Columns(GenerationRun, "r")
 _CLAIM = rows.prepared(
     f'UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
-    f'started_at = COALESCE(started_at, %s) WHERE id = %s AND NOT (status = ANY(%s)) RETURNING {_RUN.sql}')
+    f'started_at = COALESCE(started_at, %s) WHERE id = %s AND status NOT IN {rows.sql_in(GenerationRun.TERMINAL)} '
+    f'RETURNING {_RUN.sql}')
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,7 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     if token is None:
         return None
     try:
-        row = rows.fetch_one(_CLAIM, [GenerationRun.Status.RUNNING, worker, timezone.now(), run_id,
-                                      list(GenerationRun.TERMINAL)])
+        row = rows.fetch_one(_CLAIM, [GenerationRun.Status.RUNNING, worker, timezone.now(), run_id])
         run = None if row is None else _RUN.build(row)
     except BaseException:
         lease.release(run_id, token)

@@ -32,8 +32,8 @@ _SAVED = rows.Columns(GenerationRun, "s", exclude=("prompt_snapshot",))
 # quota row the join reads deadlocked with admissions); a second finalize waits here for
 # the first to commit, then finds the run terminal and changes nothing. A field the stream
 # does not tell (a failed run's prompt tokens, a run with no token's timings) keeps its
-# value. Parameters: prompt tokens (NULL: kept), completion tokens, the run's id, the
-# terminal statuses; status, finished_at, completion tokens, finish reason, prompt tokens,
+# value. Parameters: prompt tokens (NULL: kept), completion tokens, the run's id; status,
+# finished_at, completion tokens, finish reason, prompt tokens,
 # error (NULL: kept), first token's time (three times; NULL: kept), ITL (NULL: kept),
 # logprobs (JSON, saved only if the run asked for them); the reply's text and tokens.
 _FINALIZE = rows.prepared(
@@ -41,7 +41,7 @@ _FINALIZE = rows.prepared(
     f'(CASE WHEN g.choice_of_id IS NULL THEN COALESCE(%s::integer, g.prompt_tokens) ELSE 0 END) + %s::integer AS used, '
     f"COALESCE(jsonb_typeof(g.sampling -> 'logprobs'), 'null') <> 'null' AS keeps_logprobs, q.period "
     f'FROM "{_RUNS}" g LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = g.tenant_id '
-    f'WHERE g.id = %s AND NOT (g.status = ANY(%s)) FOR UPDATE OF g), '
+    f'WHERE g.id = %s AND g.status NOT IN {rows.sql_in(GenerationRun.TERMINAL)} FOR UPDATE OF g), '
     f'saved AS (UPDATE "{_RUNS}" g SET status = %s, finished_at = %s, completion_tokens = %s, finish_reason = %s, '
     f'prompt_tokens = COALESCE(%s::integer, g.prompt_tokens), error = COALESCE(%s, g.error), '
     f'first_token_at = COALESCE(%s::timestamptz, g.first_token_at), '
@@ -114,7 +114,7 @@ def _parameters(run_id: int, reply: Reply) -> list:
         first_token_at = _ms_to_dt(reply.first_token_ms)
         if reply.completion_tokens > 1:
             itl_ms = (reply.last_token_ms - reply.first_token_ms) / (reply.completion_tokens - 1)
-    return [prompt_tokens, reply.completion_tokens, run_id, list(GenerationRun.TERMINAL),
+    return [prompt_tokens, reply.completion_tokens, run_id,
             _status_for(terminal), timezone.now(), reply.completion_tokens, finish_reason, prompt_tokens, error,
             first_token_at, first_token_at, first_token_at, itl_ms, json.dumps(reply.logprobs or []),
             reply.text, reply.completion_tokens]
