@@ -12,6 +12,7 @@ from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import count_tokens
 from chatsite.rows import Insert
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.shedding import pool_for_admission
 from chatsite.runs.validation import clean_text
 
 MAX_TITLE_CHARS = 200
@@ -29,10 +30,12 @@ def _clean_title(title) -> str:
     return clean_text(" ".join(title.split()), field="title", max_chars=MAX_TITLE_CHARS, allow_empty=True)
 
 
-def _pool(tenant, model):
+def _pool(tenant, model, *, admitting: bool = False):
+    """The chat's pool; `admitting`: a run is admitted on it next, in this transaction
+    (its queue is read with it, for that admission: shedding.pool_for_admission)."""
     if model is None or model == "":
         raise InvalidInput("model is required; GET /api/models/ lists the models you can use", field="model")
-    return pool_for_tenant(tenant, model)
+    return pool_for_admission(tenant, model) if admitting else pool_for_tenant(tenant, model)
 
 
 def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> list[str]:
@@ -172,7 +175,7 @@ def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) 
     it inside a transaction with the run's admission, so a refused run leaves no chat behind.
 
     Raises InvalidInput for a bad model, role or content (field `messages[i]...`)."""
-    pool = _pool(tenant, model)
+    pool = _pool(tenant, model, admitting=True)
     rows = _history_rows(pool, history)
     ids = _reserve_ids(len(rows)) if rows else []
     # The leaf is written before its row: the foreign key is checked at commit (deferred).

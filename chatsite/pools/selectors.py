@@ -6,9 +6,14 @@ from chatsite.pools.models import ModelPool
 from chatsite.rows import Columns, fetch_one, prepared
 
 _SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")
-_POOL = Columns(ModelPool, "p")
+POOL_COLUMNS = _POOL = Columns(ModelPool, "p")
 _POOL_BY_NAME = prepared(
     f'SELECT {_POOL.sql} FROM "{_POOL.table}" p WHERE p.name = %s')  # plain SQL: chatsite/rows.py
+
+
+def plausible_pool_name(name) -> bool:
+    """Pool names are slugs: anything else (NUL bytes, huge strings) cannot name one."""
+    return isinstance(name, str) and _SLUG.fullmatch(name) is not None
 
 
 def pools_for_tenant(tenant):
@@ -33,13 +38,17 @@ def pool_for_tenant(tenant, name: str, *, loaded: ModelPool | None = None) -> Mo
     one the tenant may not use (code model_not_found) and for a disabled one
     (code model_disabled): both are the client's to fix by picking another model.
     `loaded`: the pool row if the caller already has it (a chat's own pool)."""
-    # Pool names are slugs: anything else (NUL bytes, huge strings) cannot name one.
-    plausible = isinstance(name, str) and _SLUG.fullmatch(name) is not None
     if loaded is not None and loaded.name == name:
         pool = loaded
     else:
-        row = fetch_one(_POOL_BY_NAME, [name]) if plausible else None
+        row = fetch_one(_POOL_BY_NAME, [name]) if plausible_pool_name(name) else None
         pool = _POOL.build(row) if row is not None else None
+    return pool_checked(tenant, name, pool)
+
+
+def pool_checked(tenant, name, pool: ModelPool | None) -> ModelPool:
+    """`pool` (the row named `name`, None when there is none) if the tenant may use it now;
+    else pool_for_tenant's InvalidInput."""
     if pool is not None:
         allowed_ids = allowed_pool_ids(tenant)
         allowed = not allowed_ids or pool.pk in allowed_ids

@@ -200,3 +200,50 @@ def test_past_the_free_slots_a_burst_waits_by_what_the_workers_can_finish(tenant
     with pytest.raises(Overloaded) as info:
         submit("one too many")
     assert "would wait about 240 s" in info.value.message
+
+
+def _v1_call(tenant, user, content):
+    """A /v1 call's admission: a new chat (its pool and queue read in one statement), then its run."""
+    from django.db import transaction
+
+    from chatsite.chats.services import chat_create_with_history
+
+    with transaction.atomic():
+        chat = chat_create_with_history(tenant=tenant, owner=user, model="v1-queue", history=[])
+        return chat, run_submit(chat=chat, content=content, source=GenerationRun.Source.OPENAI)
+
+
+def test_a_v1_call_reads_its_pools_queue_with_the_pool_and_is_shed_by_it(tenant, user):
+    """The pool row and its queue come in one statement (shedding.pool_for_admission), and that
+    read is what admission sheds by: a full queue refuses the call, and writes nothing."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chatsite.chats.models import Chat
+
+    queueing_pool("v1-queue", max_queued_runs=2)  # no worker: its runs stay queued
+    with CaptureQueriesContext(connection) as queries:
+        _v1_call(tenant, user, "one")
+    counts = [q["sql"] for q in queries if "count(" in q["sql"]]
+    assert len(counts) == 1 and "p, LATERAL (SELECT count(*)" in counts[0], counts  # the pool's own statement
+    _v1_call(tenant, user, "two")
+    chats = Chat.objects.count()
+    with pytest.raises(Overloaded) as info:
+        _v1_call(tenant, user, "three")
+    assert "2 requests waiting" in info.value.message
+    assert Chat.objects.count() == chats and GenerationRun.objects.filter(pool__name="v1-queue").count() == 2
+
+
+def test_a_queue_read_with_the_pool_is_used_once_and_only_for_its_tenant(tenant, user):
+    from chatsite.runs.services.shedding import pool_backlog, pool_for_admission
+    from tests.factories import TenantFactory
+
+    pool = queueing_pool("v1-queue-once")
+    read = pool_for_admission(tenant, "v1-queue-once")
+    run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="queued after the read")
+    other = TenantFactory()
+    assert pool_backlog(read, other).queued == 1  # another tenant's admission reads its own
+    read = pool_for_admission(tenant, "v1-queue-once")
+    assert pool_backlog(read, tenant).queued == 1
+    run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="a second")
+    assert pool_backlog(read, tenant).queued == 2  # the read was taken: this one is fresh

@@ -16,7 +16,9 @@ from django.utils import timezone
 from chatsite.errors import Overloaded
 from chatsite.metrics.counters import count_shed
 from chatsite.pools.health import pool_slots
-from chatsite.rows import fetch_one
+from chatsite.pools.models import ModelPool
+from chatsite.pools.selectors import POOL_COLUMNS, plausible_pool_name, pool_checked
+from chatsite.rows import fetch_one, prepared, sql_in
 from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
 
@@ -29,6 +31,12 @@ _memo: dict[tuple, tuple[float, object]] = {}  # (what, pool) -> (monotonic time
 _RUNS = GenerationRun._meta.db_table
 _QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DISTINCT tenant_id) FROM "{_RUNS}" '
            f'WHERE pool_id = %s AND status = %s')
+# A pool by name and its queue as _QUEUED counts it (parameters: the tenant, the name), in one round trip:
+# what a call that makes a chat for its run reads before admitting it (pool_for_admission).
+_POOL_AND_QUEUE = prepared(
+    f'SELECT {POOL_COLUMNS.sql}, q.* FROM "{POOL_COLUMNS.table}" p, LATERAL (SELECT count(*), '
+    f'count(*) FILTER (WHERE r.tenant_id = %s), count(DISTINCT r.tenant_id) FROM "{_RUNS}" r '
+    f"WHERE r.pool_id = p.id AND r.status IN {sql_in([GenerationRun.Status.QUEUED])}) q WHERE p.name = %s")
 _FINISHED = (f'SELECT count(*), avg(extract(epoch FROM finished_at - started_at)) FROM "{_RUNS}" '
              f'WHERE pool_id = %s AND finished_at >= %s')
 _RUNNING = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND status = %s'
@@ -68,10 +76,27 @@ class Backlog:
         return ahead / rate
 
 
+def pool_for_admission(tenant, name) -> ModelPool:
+    """pool_for_tenant(tenant, name), with the pool's queue read in the same statement for
+    the admission that follows (pool_backlog takes it, once): a /v1 or Responses call makes
+    a chat, then admits its run, and asked Postgres for the two in two round trips."""
+    row = fetch_one(_POOL_AND_QUEUE, [tenant.pk, name]) if plausible_pool_name(name) else None
+    pool = None
+    if row is not None:
+        pool = POOL_COLUMNS.build(row[:len(POOL_COLUMNS)])
+        pool.queue_read = (tenant.pk, *row[len(POOL_COLUMNS):])
+    return pool_checked(tenant, name, pool)
+
+
 def pool_backlog(pool, tenant) -> Backlog:
     """The pool's queue and the tenant's part of it (one query on the (pool, status)
-    index), and the pool's finish rate, read only when a new run would wait at all."""
-    queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk, GenerationRun.Status.QUEUED])
+    index, unless pool_for_admission read it with the pool for this tenant), and the
+    pool's finish rate, read only when a new run would wait at all."""
+    read = pool.__dict__.pop("queue_read", None)  # once: a later admission with this pool reads its own
+    if read is not None and read[0] == tenant.pk:
+        queued, mine, tenants = read[1:]
+    else:
+        queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk, GenerationRun.Status.QUEUED])
     backlog = Backlog(queued=queued, mine=mine, tenants=tenants + (0 if mine else 1), finished=0)
     if backlog.ahead(fair_queue.enabled()) == 0:
         return backlog
