@@ -125,7 +125,7 @@ class MessageListView(TenantScoped, APIView):
     def post(self, request, chat_id: int):
         data = self.body()
         stream = wants_stream(data)  # checked before anything is written
-        chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
+        chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id, admitting=True)
         run = run_submit(chat=chat, content=data.get("content"), tier=_tier(data),
                          source=GenerationRun.Source.API, idempotency_key=request.headers.get("Idempotency-Key", ""),
                          **_sampling(data, "model", "max_tokens", "temperature", "top_p", "stop", "seed",
@@ -134,12 +134,17 @@ class MessageListView(TenantScoped, APIView):
 
 
 class _MessageAction(TenantScoped, APIView):
+    admits_on_chat_pool = False  # the action admits a run on the chat's own pool (chat_get's `admitting`)
+
     def target(self, chat_id, message_id):
-        chat = chat_get(tenant=self.tenant, user=self.request.user, chat_id=chat_id)
+        chat = chat_get(tenant=self.tenant, user=self.request.user, chat_id=chat_id,
+                        admitting=self.admits_on_chat_pool)
         return chat, message_get(chat=chat, message_id=message_id)
 
 
 class RegenerateView(_MessageAction):
+    admits_on_chat_pool = True
+
     @extend_schema(operation_id="messages_regenerate", summary="Regenerate a reply as a new version", tags=TAGS,
                    description="A new reply to the same question, beside the old one (both stay: see `versions`); "
                                "the chosen path follows the new one. 202 with the run, as sending does.",
@@ -156,6 +161,8 @@ class RegenerateView(_MessageAction):
 
 
 class EditView(_MessageAction):
+    admits_on_chat_pool = True
+
     @extend_schema(operation_id="messages_edit", summary="Edit a message you sent and send it again", tags=TAGS,
                    description="A new version of your message (the old one and its replies stay reachable: "
                                "see `versions`) and a new reply to it; the chosen path follows the new one.",

@@ -11,6 +11,7 @@ from chatsite.chats.models import SEARCH_CONFIG, Chat, Message
 from chatsite.errors import InvalidInput, NotFound
 from chatsite.pools.models import ModelPool
 from chatsite.rows import Columns, fetch_one, prepared, split
+from chatsite.runs.selectors import keep_queue_read, queue_lateral
 
 MAX_QUERY_CHARS = 200
 HIGHLIGHT = ("\u2063[", "]\u2063")  # marks around matches in a snippet (invisible separators, never in text)
@@ -29,20 +30,33 @@ _CHAT, _POOL = Columns(Chat, "c"), Columns(ModelPool, "p")
 _CHAT_GET = prepared(
     f'SELECT {_CHAT.sql}, {_POOL.sql} FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
     f'WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
+# The same, and the pool's queue (its first parameter: the tenant), for a request that admits a run next.
+_CHAT_GET_ADMITTING = prepared(
+    f'SELECT {_CHAT.sql}, {_POOL.sql}, q.* FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id, '
+    f'{queue_lateral("p")} WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
 _BIGINT = range(-2**63, 2**63)
 
 
-def chat_get(*, tenant, user, chat_id) -> Chat:
+def chat_get(*, tenant, user, chat_id, admitting: bool = False) -> Chat:
     """The chat with its pool, or NotFound (404) when it is not this user's in this
-    tenant. In plain SQL: nearly every API request reads its chat (chatsite/rows.py)."""
+    tenant. In plain SQL: nearly every API request reads its chat (chatsite/rows.py).
+    `admitting`: the request admits a run in the chat next; the pool's queue, which
+    admission's shedding reads, comes in the same statement (runs.selectors.queue_lateral)."""
     try:
         pk = int(chat_id)
     except (ValueError, TypeError, OverflowError):
         raise NotFound("no such chat") from None
-    row = fetch_one(_CHAT_GET, [pk, tenant.pk, user.pk]) if pk in _BIGINT else None
+    if pk not in _BIGINT:
+        row = None
+    elif admitting:
+        row = fetch_one(_CHAT_GET_ADMITTING, [tenant.pk, pk, tenant.pk, user.pk])
+    else:
+        row = fetch_one(_CHAT_GET, [pk, tenant.pk, user.pk])
     if row is None:
         raise NotFound("no such chat")
-    chat, pool = split(row, _CHAT, _POOL)
+    chat, pool, *counts = split(row, _CHAT, _POOL)
+    if admitting:
+        keep_queue_read(pool, tenant, counts)
     chat.pool = pool
     chat.tenant = tenant  # the caller's, already loaded: services reading chat.tenant need no query
     return chat

@@ -64,9 +64,10 @@ def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> li
 
 
 def chat_build(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
-               max_tokens=UNSET) -> Chat:
-    """chat_create's chat, checked but not saved (chatsite.chats.start saves it with its first message)."""
-    chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=_clean_title(title))
+               max_tokens=UNSET, admitting: bool = False) -> Chat:
+    """chat_create's chat, checked but not saved (chatsite.chats.start saves it with its first
+    message; `admitting`: a run is admitted on its pool next, see _pool)."""
+    chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model, admitting=admitting), title=_clean_title(title))
     _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     return chat
 

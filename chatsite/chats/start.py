@@ -53,7 +53,7 @@ def chat_start(*, tenant, owner, model, message, title=None, system_prompt=UNSET
     try:
         with transaction.atomic():
             chat = chat_build(tenant=tenant, owner=owner, model=model, title=title, system_prompt=system_prompt,
-                              temperature=temperature, max_tokens=max_tokens)
+                              temperature=temperature, max_tokens=max_tokens, admitting=True)
             INSERT_CHAT.save(chat)
             # What admission would read under the chat's lock: nothing yet (chatsite.runs.services.admission).
             chat.created_path_end = (None, None)

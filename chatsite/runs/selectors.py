@@ -4,7 +4,7 @@ from django.db import connection
 from chatsite.chats.models import Message
 from chatsite.errors import NotFound
 from chatsite.pools.models import ModelPool
-from chatsite.rows import Columns, prepared, split
+from chatsite.rows import Columns, prepared, split, sql_in
 from chatsite.runs.models import GenerationRun
 
 
@@ -50,3 +50,26 @@ def run_choices(run: GenerationRun) -> list[GenerationRun]:
         choice.pool, choice.assistant_message = pool, reply
         out.append(choice)
     return out
+
+
+def queue_lateral(pool_alias: str) -> str:
+    """`LATERAL (...) q`, for a statement that reads a pool as `pool_alias`: the pool's queued
+    runs, the asking tenant's among them (its one parameter: the tenant's id) and the tenants
+    with queued runs, on the (pool, status) index. What admission's shedding counts
+    (chatsite.runs.services.shedding), read with the pool or the chat a call admits a run on
+    instead of in a round trip of its own; the three columns come after the statement's others."""
+    return (f'LATERAL (SELECT count(*), count(*) FILTER (WHERE r.tenant_id = %s), count(DISTINCT r.tenant_id) '
+            f'FROM "{GenerationRun._meta.db_table}" r WHERE r.pool_id = {pool_alias}.id '
+            f'AND r.status IN {sql_in([GenerationRun.Status.QUEUED])}) q')
+
+
+def keep_queue_read(pool: ModelPool, tenant, counts) -> None:
+    """Hand queue_lateral's three counts, read for `tenant`, to the admission that follows
+    (shedding.pool_backlog takes them once)."""
+    pool.queue_read = (tenant.pk, *counts)
+
+
+def take_queue_read(pool: ModelPool, tenant):
+    """The counts keep_queue_read left on `pool` for `tenant` (gone once taken), else None."""
+    read = pool.__dict__.pop("queue_read", None)
+    return read[1:] if read is not None and read[0] == tenant.pk else None

@@ -247,3 +247,21 @@ def test_a_queue_read_with_the_pool_is_used_once_and_only_for_its_tenant(tenant,
     assert pool_backlog(read, tenant).queued == 1
     run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="a second")
     assert pool_backlog(read, tenant).queued == 2  # the read was taken: this one is fresh
+
+
+def test_a_rest_message_reads_its_pools_queue_with_its_chat(client, tenant, user):
+    """Sending, regenerating or editing reads the chat, its pool and the pool's queue in one
+    statement (chat_get's `admitting`), and sheds by that read."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    pool = queueing_pool("rest-queue", max_queued_runs=1)
+    a, b = ChatFactory(tenant=tenant, owner=user, pool=pool), ChatFactory(tenant=tenant, owner=user, pool=pool)
+    client.force_login(user)
+    with CaptureQueriesContext(connection) as queries:
+        resp = client.post(f"/api/chats/{a.pk}/messages/", {"content": "hi"}, content_type="application/json")
+    assert resp.status_code == 202
+    counts = [q["sql"] for q in queries if "count(" in q["sql"]]
+    assert len(counts) == 1 and 'FROM "chats_chat" c' in counts[0] and "LATERAL" in counts[0], counts
+    resp = client.post(f"/api/chats/{b.pk}/messages/", {"content": "hi"}, content_type="application/json")
+    assert resp.status_code == 503 and "1 requests waiting" in resp.json()["error"]["message"]

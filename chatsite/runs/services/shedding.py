@@ -18,9 +18,10 @@ from chatsite.metrics.counters import count_shed
 from chatsite.pools.health import pool_slots
 from chatsite.pools.models import ModelPool
 from chatsite.pools.selectors import POOL_COLUMNS, plausible_pool_name, pool_checked
-from chatsite.rows import fetch_one, prepared, sql_in
+from chatsite.rows import fetch_one, prepared
 from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.selectors import keep_queue_read, queue_lateral, take_queue_read
 
 RATE_WINDOW = timedelta(seconds=60)
 # What the path that would refuse reads of a pool's finished runs and its workers' slots, a process reads
@@ -34,9 +35,7 @@ _QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DIST
 # A pool by name and its queue as _QUEUED counts it (parameters: the tenant, the name), in one round trip:
 # what a call that makes a chat for its run reads before admitting it (pool_for_admission).
 _POOL_AND_QUEUE = prepared(
-    f'SELECT {POOL_COLUMNS.sql}, q.* FROM "{POOL_COLUMNS.table}" p, LATERAL (SELECT count(*), '
-    f'count(*) FILTER (WHERE r.tenant_id = %s), count(DISTINCT r.tenant_id) FROM "{_RUNS}" r '
-    f"WHERE r.pool_id = p.id AND r.status IN {sql_in([GenerationRun.Status.QUEUED])}) q WHERE p.name = %s")
+    f'SELECT {POOL_COLUMNS.sql}, q.* FROM "{POOL_COLUMNS.table}" p, {queue_lateral("p")} WHERE p.name = %s')
 _FINISHED = (f'SELECT count(*), avg(extract(epoch FROM finished_at - started_at)) FROM "{_RUNS}" '
              f'WHERE pool_id = %s AND finished_at >= %s')
 _RUNNING = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND status = %s'
@@ -84,17 +83,18 @@ def pool_for_admission(tenant, name) -> ModelPool:
     pool = None
     if row is not None:
         pool = POOL_COLUMNS.build(row[:len(POOL_COLUMNS)])
-        pool.queue_read = (tenant.pk, *row[len(POOL_COLUMNS):])
+        keep_queue_read(pool, tenant, row[len(POOL_COLUMNS):])
     return pool_checked(tenant, name, pool)
 
 
 def pool_backlog(pool, tenant) -> Backlog:
     """The pool's queue and the tenant's part of it (one query on the (pool, status)
-    index, unless pool_for_admission read it with the pool for this tenant), and the
-    pool's finish rate, read only when a new run would wait at all."""
-    read = pool.__dict__.pop("queue_read", None)  # once: a later admission with this pool reads its own
-    if read is not None and read[0] == tenant.pk:
-        queued, mine, tenants = read[1:]
+    index, unless the statement that read the pool or the chat for this admission read it
+    too: runs.selectors.queue_lateral), and the pool's finish rate, read only when a new
+    run would wait at all."""
+    read = take_queue_read(pool, tenant)  # once: a later admission with this pool reads its own
+    if read is not None:
+        queued, mine, tenants = read
     else:
         queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk, GenerationRun.Status.QUEUED])
     backlog = Backlog(queued=queued, mine=mine, tenants=tenants + (0 if mine else 1), finished=0)
