@@ -21,6 +21,11 @@ the same conversation as a chat POST, then the message POST (what a client did b
 the one-request start existed, and what it still does against an older server);
 `rest-stream` the one-request start with `"stream": true`: the reply in its response.
 `--server uvicorn` serves the web with uvicorn (uvloop, httptools) instead of daphne.
+`--callgrind web` (or `worker`, or `web,worker`) runs that process under valgrind's
+callgrind and prints the instructions it ran per run over the measured runs: a count
+that does not move with the machine's speed, for an A/B of a change too small for CPU
+seconds to show (they moved by a third between runs of one code here). The process runs
+~50x slower, so its CPU figures mean nothing then; 200 runs are plenty.
 """
 import argparse
 import asyncio
@@ -30,7 +35,7 @@ import time
 
 from bench import common, report, sse_client
 from bench.arm_platform import Client, OpenAIClient
-from bench.platform_stack import Stack
+from bench.platform_stack import Callgrind, Stack
 
 HISTORY_SQL = """
 with chat as (select id, tenant_id, pool_id from chats_chat where id = %(chat)s),
@@ -59,7 +64,7 @@ CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 
 async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "",
-                surface: str = "rest") -> dict:
+                surface: str = "rest", callgrinds: dict | None = None) -> dict:
     # rest: a message to a chat made beforehand (in SQL, not counted); rest-start: a new conversation,
     # started with its message in one POST /api/chats/; rest-two-step: a chat POST, then the message's.
     chats = stack.make_chats(runs + 4 * concurrency) if surface == "rest" else [None] * (runs + 4 * concurrency)
@@ -89,15 +94,20 @@ async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: di
                                        "-d", "15", "-r", "200", "--nonblocking", "--gil", "-f", "raw", "-o",
                                        str(common.OUT / f"profile_per_run{profile}_{name}.txt")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name in ("web", "worker")]
+        callgrinds = callgrinds or {}
+        for name, cg in callgrinds.items():
+            cg.zero(pids[name])
         meter = common.CpuMeter({**pids, "client": os.getpid()})
         meter.start()
         await asyncio.gather(*(one_client() for _ in range(concurrency)))
         cpu = meter.stop()
+        instructions = {name: cg.instructions() for name, cg in callgrinds.items()}
         for spy in spies:
             spy.wait(60)
     ok = [r for r in reqs if not r.error]
     per_run = {k: (1000 * v / len(ok) if v is not None and ok else None) for k, v in cpu["proc_cpu_s"].items()}
     return {"runs": len(reqs), "ok": len(ok), "errors": [r.error for r in reqs if r.error][:3],
+            "instructions_per_run": {name: n / len(ok) for name, n in instructions.items()} if ok else {},
             "wall_s": cpu["wall_s"], "runs_per_s": len(ok) / cpu["wall_s"], "cpu_ms_per_run": per_run,
             "platform_ms_per_run": sum(per_run.get(k) or 0 for k in ("web", "worker", "redis", "postgres")),
             "ttft_p50_ms": common.ms(common.pct([r.ttft for r in ok if r.ttft], 50)),
@@ -119,18 +129,23 @@ def main() -> None:
                          "POST a chat, POST the message, GET; rest-stream: a new chat with its message in one POST that "
                          "streams the reply (\"stream\": true); v1: one streamed POST /v1/chat/completions")
     ap.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the web's ASGI server")
+    ap.add_argument("--callgrind", default="", help="web, worker or web,worker: count their instructions per run")
     a = ap.parse_args()
+    callgrinds = {name: Callgrind(f"per_run{a.tag}_{name}") for name in filter(None, a.callgrind.split(","))}
+    if set(callgrinds) - {"web", "worker"}:
+        ap.error("--callgrind takes web, worker or both")
     tag = f"_{a.tag}" if a.tag else ""
     stack = Stack(db_name="bench_per_run", root=a.root)
     try:
         key = stack.seed()
         fill_history(stack, a.history)
-        web, url = stack.start_web(server=a.server)
+        web, url = stack.start_web(server=a.server, wrap=callgrinds["web"].wrap if "web" in callgrinds else ())
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=0.0,
-                                    CHATSITE_WORKER_SLOTS=a.concurrency + 8)
+                                    CHATSITE_WORKER_SLOTS=a.concurrency + 8,
+                                    wrap=callgrinds["worker"].wrap if "worker" in callgrinds else ())
         pids = {"web": web.pid, "worker": worker.pid, **stack.server_pids()}
         data = asyncio.run(drive(stack, url, key, a.runs, a.concurrency, pids, tag or "_" if a.profile else "",
-                                 a.surface))
+                                 a.surface, callgrinds))
     finally:
         stack.stop()
     data.update(history=a.history, root=a.root, server=a.server, surface=a.surface)
@@ -142,6 +157,8 @@ def main() -> None:
             f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"
             + report.table(["process", "CPU ms per run"], rows)
             + f"\nplatform (web + worker + redis + postgres): {data['platform_ms_per_run']:.1f} ms per run"
+            + "".join(f"\n{name}: {n / 1e6:.3f} M instructions per run (callgrind; its CPU figure above is valgrind's)"
+                      for name, n in data["instructions_per_run"].items())
             + (f"\nerrors: {data['errors']}" if data["errors"] else ""))
     (common.OUT / f"per_run{tag}.md").write_text(text + "\n")
     print(text)

@@ -125,13 +125,14 @@ class Stack:
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
 
-    def start_web(self, *, server: str = "daphne", **env) -> tuple["Proc", str]:
-        """The web under `server` (daphne, as the README runs it, or uvicorn)."""
+    def start_web(self, *, server: str = "daphne", wrap: list[str] = (), **env) -> tuple["Proc", str]:
+        """The web under `server` (daphne, as the README runs it, or uvicorn); `wrap`: a command
+        the process runs under (callgrind: Callgrind below), which makes its start slow."""
         env.setdefault("DATABASE_POOL_MAX", 24)  # as the Procfile runs the web
         port = common.free_port()
-        proc = self._start(f"web-{port}", common.web_args(server, port, root=self.root), env)
+        proc = self._start(f"web-{port}", common.web_args(server, port, root=self.root), env, wrap=wrap)
         url = f"http://127.0.0.1:{port}"
-        end = time.monotonic() + 60
+        end = time.monotonic() + (600 if wrap else 60)
         while time.monotonic() < end:
             proc.check()
             try:
@@ -141,11 +142,12 @@ class Stack:
                 time.sleep(0.2)
         raise TimeoutError(f"{server} did not answer; see {proc.log_path}")
 
-    def start_worker(self, name: str, *, pool: str = common.POOL, timeout: float = 600, **env) -> "Proc":
+    def start_worker(self, name: str, *, pool: str = common.POOL, timeout: float = 600, wrap: list[str] = (),
+                     **env) -> "Proc":
         env.setdefault("DATABASE_POOL_MAX", 8)  # as scripts/run.sh runs workers
         proc = self._start(f"worker-{name}", ["-m", "celery", "-A", "chatsite", "worker", "--model-pool", pool,
                                               "-n", f"{name}@%h", "-l", "warning", "--without-gossip",
-                                              "--without-mingle"], env)
+                                              "--without-mingle"], env, wrap=wrap)
         self.wait_worker(name, proc, timeout)
         return proc
 
@@ -169,9 +171,9 @@ class Stack:
             time.sleep(0.5)
         raise TimeoutError(f"worker {name} not ready after {timeout} s; see {proc.log_path}")
 
-    def _start(self, name: str, args: list[str], env: dict) -> "Proc":
-        proc = Proc(f"{self.db_name}-{name}", [common.PY, *args], {**self.env, **{k: str(v) for k, v in env.items()}},
-                    cwd=self.root)
+    def _start(self, name: str, args: list[str], env: dict, wrap: list[str] = ()) -> "Proc":
+        proc = Proc(f"{self.db_name}-{name}", [*wrap, common.PY, *args],
+                    {**self.env, **{k: str(v) for k, v in env.items()}}, cwd=self.root)
         self.procs.append(proc)
         return proc
 
@@ -269,3 +271,30 @@ def pg_free_connections(base: str = PG) -> int:
         limit = int(conn.execute("show max_connections").fetchone()[0])
         used = conn.execute("select count(*) from pg_stat_activity where backend_type = 'client backend'").fetchone()[0]
     return limit - used
+
+
+class Callgrind:
+    """Instructions a process runs, counted by valgrind's callgrind: the same count for the
+    same work whatever else the machine does, where CPU seconds on this shared machine
+    moved by a third between runs of the same code minutes apart. `wrap` goes before the
+    process's command (it runs ~50x slower); `zero()` when the measured part starts and
+    `instructions()` when it ends (callgrind_control asks the running process)."""
+
+    def __init__(self, name: str):
+        self.path = common.LOG_DIR / f"callgrind_{name}.out"
+        for old in common.LOG_DIR.glob(f"{self.path.name}*"):
+            old.unlink()
+        self.wrap = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={self.path}"]
+        self.pid = None
+
+    def zero(self, pid: int) -> None:
+        self.pid = pid
+        subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True, timeout=120)
+
+    def instructions(self) -> int:
+        subprocess.run(["callgrind_control", "-d", str(self.pid)], check=True, capture_output=True, timeout=120)
+        dumps = sorted(common.LOG_DIR.glob(f"{self.path.name}.*"), key=lambda p: int(p.suffix[1:]))
+        for line in dumps[-1].read_text().splitlines():
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+        raise RuntimeError(f"no summary in {dumps[-1]}")
