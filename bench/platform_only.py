@@ -31,6 +31,10 @@ STREAMS = (1, 4, 8, 16, 32, 48)
 FANOUT_RUNS = 16
 FANOUT = (1, 2, 4, 8, 16, 32, 64)
 CONTENT = "Explain how a for loop walks over a list, and what range returns."
+# A run not ended this long after its POST counts as an error, and its client goes on: this
+# stack runs no Celery beat, so no sweep re-dispatches a run whose lease lapsed (a paused VM
+# did that once, and the bench waited for its 16 runs forever).
+RUN_TIMEOUT_SECONDS = 120.0
 
 
 async def follow(client: Client, events_url: str, delays: list, counts: list) -> None:
@@ -63,15 +67,22 @@ async def level(stack: Stack, client: Client, pids: dict, *, runs: int, readers:
             if chat is None:
                 return
             posted = asyncio.get_running_loop().create_future()
-            req_task = asyncio.create_task(client.turn(chat, CONTENT, max_tokens=tokens, delays=delays,
-                                                       on_run=posted))
+            started = time.perf_counter()
+            req_task = asyncio.create_task(asyncio.wait_for(
+                client.turn(chat, CONTENT, max_tokens=tokens, delays=delays, on_run=posted), RUN_TIMEOUT_SECONDS))
             followers = []
-            if readers > 1:
-                url = await posted
+            if readers > 1:  # the run's events URL, or nothing when the POST failed (its task ended without one)
+                await asyncio.wait({posted, req_task}, return_when=asyncio.FIRST_COMPLETED)
+                url = posted.result() if posted.done() else None
                 if url:
-                    followers = [follow(client, url, delays, extra) for _ in range(readers - 1)]
+                    followers = [asyncio.wait_for(follow(client, url, delays, extra), RUN_TIMEOUT_SECONDS)
+                                 for _ in range(readers - 1)]
             results = await asyncio.gather(req_task, *followers, return_exceptions=True)
-            reqs.append(results[0])
+            first = results[0]
+            if isinstance(first, BaseException):  # TimeoutError: no end within RUN_TIMEOUT_SECONDS
+                first = common.Request(start=started, end=time.perf_counter(),
+                                       error=f"no end within {RUN_TIMEOUT_SECONDS:.0f} s ({type(first).__name__})")
+            reqs.append(first)
 
     end = time.monotonic() + 60
     while await asyncio.to_thread(stack.pg_free_connections) < runs + 20 and time.monotonic() < end:
