@@ -30,9 +30,9 @@ MEMO_SECONDS = 1.0
 _memo: dict[tuple, tuple[float, object]] = {}  # (what, pool) -> (monotonic time, value)
 # Plain SQL: every admission asks (chatsite/rows.py).
 _RUNS = GenerationRun._meta.db_table
-_QUEUED = (f'SELECT count(*), count(*) FILTER (WHERE tenant_id = %s), count(DISTINCT tenant_id) FROM "{_RUNS}" '
-           f'WHERE pool_id = %s AND status = %s')
-# A pool by name and its queue as _QUEUED counts it (parameters: the tenant, the name), in one round trip:
+# A pool's queue (parameters: the tenant, the pool's id), counted as every admission reads it (queue_lateral).
+_QUEUED = f'SELECT q.* FROM "{POOL_COLUMNS.table}" p, {queue_lateral("p")} WHERE p.id = %s'
+# A pool by name and its queue (parameters: the tenant, the name), in one round trip:
 # what a call that makes a chat for its run reads before admitting it (pool_for_admission).
 _POOL_AND_QUEUE = prepared(
     f'SELECT {POOL_COLUMNS.sql}, q.* FROM "{POOL_COLUMNS.table}" p, {queue_lateral("p")} WHERE p.name = %s')
@@ -96,7 +96,7 @@ def pool_backlog(pool, tenant) -> Backlog:
     if read is not None:
         queued, mine, tenants = read
     else:
-        queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk, GenerationRun.Status.QUEUED])
+        queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk])
     backlog = Backlog(queued=queued, mine=mine, tenants=tenants + (0 if mine else 1), finished=0)
     if backlog.ahead(fair_queue.enabled()) == 0:
         return backlog
