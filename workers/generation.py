@@ -21,6 +21,9 @@ from workers.stream_writer import ActiveRun
 log = logging.getLogger(__name__)
 
 TIER_PRIORITY = {GenerationRun.Tier.INTERACTIVE: 0, GenerationRun.Tier.BATCH: 10}
+# What _generate_claimed returns once this attempt's terminal entry is written (the
+# writer's end, or run_end's): the append that wrote it marked the lease ended.
+ENDED_HERE = frozenset({stream_writer.FINISHED, stream_writer.FAILED, "cancelled", "finalized"})
 
 
 def generate(rt: Runtime, run_id: int) -> str:
@@ -60,11 +63,13 @@ def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
     run, run_id = claim.run, claim.run.pk
     stage_trace.mark("worker.claimed", run_id)
     rt.heartbeat.hold(run_id, claim.lease_token, since=since)
+    outcome = None
     try:
-        outcome = _generate_claimed(rt, run, claim.lease_token)
+        outcome = _generate_claimed(rt, claim)
     finally:
         rt.heartbeat.drop(run_id)
-        run_release(run_id=run_id, lease_token=claim.lease_token)
+        if outcome not in ENDED_HERE:  # else the lease reads ended:<token>, which a release leaves as it is
+            run_release(run_id=run_id, lease_token=claim.lease_token)
     if outcome == stream_writer.HANDED_BACK:
         # Only now that our lease is gone can another worker claim it; the router
         # sends it to the pool queue (and the fair queue) since this worker is draining.
@@ -105,15 +110,14 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
                                 tools=tools)
 
 
-def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
+def _generate_claimed(rt: Runtime, claim: Claim) -> str:
+    run, lease_token = claim.run, claim.lease_token
+    reply, cancel_asked = claim.so_far, claim.cancel_asked  # what earlier attempts streamed
+
     def end(fields: dict, outcome: str) -> str:
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
         return outcome
 
-    # What earlier attempts already streamed, and the chat pinned to this worker (its prefix
-    # is about to be in this engine's cache), in one round trip.
-    reply, cancel_asked = stream_log.read_with_cancel(
-        run.pk, also=lambda pipe: affinity_pin(chat_id=run.chat_id, worker=rt.worker_name, redis=pipe))
     if reply.gap is not None:
         return end(codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed")
     if cancel_asked:
@@ -172,5 +176,8 @@ def _generate_claimed(rt: Runtime, run: GenerationRun, lease_token: str) -> str:
     elif active.outcome == stream_writer.WRITE_FAILED:
         raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
     else:
-        with_db_retry(run_finalize, run_id=run.pk)
+        # The chat is pinned to this worker, whose engine now caches its prefix, in the
+        # finalize's read: the chat's next turn can only come once this reply has ended.
+        with_db_retry(run_finalize, run_id=run.pk,
+                      also=lambda pipe: affinity_pin(chat_id=run.chat_id, worker=rt.worker_name, redis=pipe))
     return active.outcome

@@ -61,6 +61,17 @@ def test_the_terminal_entry_is_written_once_and_last():
     assert get_redis().ttl(redis_keys.run_stream(RUN)) > 0  # the stream's TTL starts at its end
 
 
+def test_after_its_terminal_entry_an_attempts_release_changes_nothing():
+    """Why the worker does not release the lease of a run it ended (workers/generation.ENDED_HERE)."""
+    holder = lease.acquire(RUN, "w1")
+    log.append([Write(RUN, holder, token=tok(0, "a"), terminal=done(1))])
+    ended = get_redis().get(redis_keys.run_lease(RUN))
+    ttl = get_redis().ttl(redis_keys.run_lease(RUN))
+    lease.release(RUN, holder)
+    assert ended == f"ended:{holder}" and get_redis().get(redis_keys.run_lease(RUN)) == ended
+    assert ttl > lease.lease_ms() // 1000 and get_redis().ttl(redis_keys.run_lease(RUN)) >= ttl - 1
+
+
 def test_a_cancel_is_reported_to_the_writer_in_the_same_call():
     holder = lease.acquire(RUN, "w1")
     assert log.append([Write(RUN, holder, token=tok(0, "a"))]) == [WRITTEN]
@@ -69,28 +80,33 @@ def test_a_cancel_is_reported_to_the_writer_in_the_same_call():
     assert log.append([Write(RUN, holder)]) == [CANCEL_ASKED]  # no entry: only the checks
 
 
-def test_a_new_attempt_reads_the_reply_so_far_and_the_cancel_together():
-    holder = lease.acquire(RUN, "w1")
-    log.append([Write(RUN, holder, token=tok(0, "a"))])
-    log.append([Write(RUN, holder, token=tok(1, "b"))])
-    reply, cancel = log.read_with_cancel(RUN)
-    assert (reply.text, reply.completion_tokens, cancel) == ("ab", 2, False)
+def test_a_new_attempt_takes_the_lease_and_reads_the_reply_so_far_and_the_cancel_together():
+    first = lease.acquire(RUN, "w1")
+    log.append([Write(RUN, first, token=tok(0, "a"))])
+    log.append([Write(RUN, first, token=tok(1, "b"))])
+    token, reply, cancel = log.acquire_reading(RUN, "w2")
+    assert token is None and reply.text == "ab"  # w1 holds it: no lease for w2
+    lease.release(RUN, first)  # w1 gave up (drained): a new attempt carries on
     log.cancel_ask(RUN)
-    reply, cancel = log.read_with_cancel(RUN)
-    assert (reply.text, cancel) == ("ab", True)
+    token, reply, cancel = log.acquire_reading(RUN, "w2")
+    assert token.startswith("w2:") and get_redis().get(redis_keys.run_lease(RUN)) == token
+    assert (reply.text, reply.completion_tokens, cancel) == ("ab", 2, True)
+    assert log.append([Write(RUN, token, token=tok(2, "c"))]) == [CANCEL_ASKED]  # the lease is the new attempt's
+    lease.release(RUN, token)
     get_redis().delete(redis_keys.run_stream(RUN))
-    reply, cancel = log.read_with_cancel(RUN)
-    assert (reply.exists, reply.text, cancel) == (False, "", True)
+    get_redis().zrem(redis_keys.cancelled_runs(), str(RUN))
+    token, reply, cancel = log.acquire_reading(RUN, "w3")
+    assert token is not None and (reply.exists, reply.text, cancel) == (False, "", False)
 
 
-def test_the_caller_adds_its_commands_to_that_round_trip():
-    """The worker pins the chat to itself in the same round trip (workers/generation.py)."""
+def test_the_caller_adds_its_commands_to_the_read_round_trip():
+    """The worker pins the chat to itself in its finalize's read (workers/generation.py)."""
     holder = lease.acquire(RUN, "w1")
     log.append([Write(RUN, holder, token=tok(0, "a"))])
     key = f"test:{RUN}:also"
     try:
-        reply, cancel = log.read_with_cancel(RUN, also=lambda pipe: (pipe.set(key, "w1"), pipe.get(key)))
-        assert (reply.text, cancel) == ("a", False) and get_redis().get(key) == "w1"
+        reply = log.read(RUN, also=lambda pipe: (pipe.set(key, "w1"), pipe.get(key)))
+        assert reply.text == "a" and get_redis().get(key) == "w1"
     finally:
         get_redis().delete(key)
 

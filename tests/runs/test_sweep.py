@@ -64,10 +64,10 @@ def test_one_run_that_cannot_be_handled_does_not_stop_the_sweep(chat, tenant, us
     xadd_tokens(other.pk, ["z"], start=4)  # a gap: the sweep fails it
     real_read = log.read
 
-    def read(run_id):
+    def read(run_id, **kw):
         if run_id == broken.pk:
             raise RuntimeError("unreadable")
-        return real_read(run_id)
+        return real_read(run_id, **kw)
 
     monkeypatch.setattr(sweep_module.log, "read", read)
     counts = runs_sweep()

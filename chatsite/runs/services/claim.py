@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from chatsite import rows, stage_trace
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.stream import lease
+from chatsite.runs.stream import lease, log
+from chatsite.runs.stream.log import Reply
 
 # The compare-and-set in one statement (one round trip): a terminal run is left alone.
 _RUN = rows.Columns(GenerationRun, "r")
@@ -26,12 +27,15 @@ _CLAIM = rows.prepared(
 class Claim:
     run: GenerationRun
     lease_token: str
+    so_far: Reply  # what earlier attempts streamed, read as the lease was taken
+    cancel_asked: bool
 
 
 def run_claim(*, run_id: int, worker: str) -> Claim | None:
     """Take the run for a new attempt, or None if it is finished, its stream has
-    ended, or a live attempt holds it."""
-    token = lease.acquire(run_id, worker)
+    ended, or a live attempt holds it. The lease, the stream so far and the cancel
+    are one round trip (`log.acquire_reading`)."""
+    token, so_far, cancel_asked = log.acquire_reading(run_id, worker)
     stage_trace.mark("worker.leased", run_id)
     if token is None:
         return None
@@ -44,7 +48,7 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     if run is None:  # finished, or no such run
         lease.release(run_id, token)
         return None
-    return Claim(run=run, lease_token=token)
+    return Claim(run=run, lease_token=token, so_far=so_far, cancel_asked=cancel_asked)
 
 
 def run_release(*, run_id: int, lease_token: str) -> None:

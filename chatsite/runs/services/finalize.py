@@ -70,13 +70,14 @@ def _ms_to_dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
 
 
-def run_finalize(*, run_id: int) -> GenerationRun | None:
+def run_finalize(*, run_id: int, also=None) -> GenerationRun | None:
     """Save the assistant message and the run's figures from the stream's text.
 
     Idempotent: a terminal run is returned unchanged. Returns None (and changes
     nothing) while the stream has no terminal entry yet. A stream with a gap in its
-    seq fails the run (code stream_gap) with the text before the gap."""
-    reply = log.read(run_id)
+    seq fails the run (code stream_gap) with the text before the gap. `also(pipe)`:
+    the caller's Redis commands, sent in the stream read's round trip."""
+    reply = log.read(run_id, also=also)
     if reply.terminal is None:
         return None
     if reply.gap is not None:

@@ -38,10 +38,17 @@ def lease_ms() -> int:
 
 def acquire(run_id: int, holder: str) -> str | None:
     """A new attempt's token if nobody holds the run (and it has not ended), else None."""
+    pipe = get_redis().pipeline(transaction=False)
+    token = acquire_in(pipe, run_id, holder)
+    return token if pipe.execute()[0] else None
+
+
+def acquire_in(pipe, run_id: int, holder: str) -> str:
+    """Queue acquire's SET on the caller's pipeline (one round trip with the caller's
+    reads): the token returned is the attempt's if that SET's answer is true."""
     token = f"{holder}:{uuid.uuid4().hex}"
-    if get_redis().set(redis_keys.run_lease(run_id), token, nx=True, px=lease_ms()):
-        return token
-    return None
+    pipe.set(redis_keys.run_lease(run_id), token, nx=True, px=lease_ms())
+    return token
 
 
 def release(run_id: int, token: str) -> None:

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
-from chatsite.runs.stream import codec
+from chatsite.runs.stream import codec, lease
 from chatsite.runs.stream.codec import GAP, NEW, REPEAT, Entry, SeqCursor
 from chatsite.runs.stream.lease import is_ended
 
@@ -184,21 +184,29 @@ def entries(run_id: int) -> list[Entry]:
     return [codec.decode(eid, f) for eid, f in get_redis().xrange(redis_keys.run_stream(run_id))]
 
 
-def read(run_id: int) -> Reply:
-    return rebuild(entries(run_id))
-
-
-def read_with_cancel(run_id: int, *, also=None) -> tuple[Reply, bool]:
-    """The reply so far and whether a cancel is asked for, in one round trip (what a
-    new attempt reads before it generates). `also(pipe)` adds the caller's own commands
-    to that round trip (the worker's affinity pin), sent first."""
+def read(run_id: int, *, also=None) -> Reply:
+    """The run's reply as its stream holds it. `also(pipe)` adds the caller's own
+    commands to the same round trip (the worker's affinity pin), sent first."""
+    if also is None:
+        return rebuild(entries(run_id))
     pipe = get_redis().pipeline(transaction=False)
-    if also is not None:
-        also(pipe)
+    also(pipe)
+    pipe.xrange(redis_keys.run_stream(run_id))
+    return rebuild([codec.decode(eid, f) for eid, f in pipe.execute()[-1]])
+
+
+def acquire_reading(run_id: int, holder: str) -> tuple[str | None, Reply, bool]:
+    """Take the run's lease for a new attempt (lease.acquire) and read what earlier
+    attempts streamed and whether a cancel is asked, in one round trip: the attempt's
+    token (None when another attempt holds the run or it has ended: the reads are then
+    nobody's), the reply so far and the cancel. Only the lease holder writes the
+    stream, so it stays as read; a cancel asked later reaches the writer's next append."""
+    pipe = get_redis().pipeline(transaction=False)
+    token = lease.acquire_in(pipe, run_id, holder)
     pipe.xrange(redis_keys.run_stream(run_id))
     pipe.zscore(redis_keys.cancelled_runs(), str(run_id))
-    raw, cancel = pipe.execute()[-2:]
-    return rebuild([codec.decode(eid, f) for eid, f in raw]), cancel is not None
+    taken, raw, cancel = pipe.execute()
+    return (token if taken else None), rebuild([codec.decode(eid, f) for eid, f in raw]), cancel is not None
 
 
 def has_ended(run_id: int) -> bool:
