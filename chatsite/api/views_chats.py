@@ -88,8 +88,8 @@ class ChatListView(TenantScoped, APIView):
                                  title=data.get("title"), message=data["message"],
                                  idempotency_key=request.headers.get("Idempotency-Key", ""), **_settings(data))
             chat, run = started.run.chat, started.run
-            # A chat just made holds only this turn: its messages have no other versions to read.
-            answer = {**s.ChatSerializer(chat).data, **posted(chat, run, alone=not started.replayed)}
+            # A chat just made holds only this turn: admission set its messages' versions (none but themselves).
+            answer = {**s.ChatSerializer(chat).data, **posted(chat, run)}
             return streamed(request, run, answer) if stream else Response(answer, status=status.HTTP_201_CREATED)
         if wants_stream(data):
             raise InvalidInput("stream streams the reply to the chat's first message: send it as `message`",

@@ -66,14 +66,12 @@ def _page_links(request, page, offset, limit) -> tuple[str | None, str | None]:
     return nxt, prev
 
 
-def posted(chat, run, *, alone: bool = False) -> dict:
-    """What a request that started a run answers: the run and the turn's two messages.
-    `alone`: the caller knows the two have no other versions (a chat just started)."""
+def posted(chat, run) -> dict:
+    """What a request that started a run answers: the run and the turn's two messages,
+    with their versions (read, unless admission already knew them: a message sent after
+    a path end with nothing after it has none but itself, nor has its reply)."""
     msgs = [run.user_message, run.assistant_message]
-    if alone:
-        for msg in msgs:
-            msg.versions = [msg.pk]
-    else:
+    if not all(hasattr(msg, "versions") for msg in msgs):
         with_versions(chat=chat, messages=msgs)
     return {"run": s.RunSerializer(run).data, "user_message": s.MessageSerializer(msgs[0]).data,
             "assistant_message": s.MessageSerializer(msgs[1]).data}

@@ -248,11 +248,14 @@ def _savepoint(chat: Chat, order: Order) -> bool:
 _CHATS, _MESSAGES, _RUNS = Chat._meta.db_table, Message._meta.db_table, GenerationRun._meta.db_table
 _LOCK_CHAT = prepared(
     f'SELECT current_leaf_id, title, system_prompt, listed FROM "{_CHATS}" WHERE id = %s FOR UPDATE')
-# The chat's reply in progress, if any; and the end of its chosen path and that
-# message's depth (the newest message for chats written before they remembered one).
+# The chat's reply in progress, if any; the end of its chosen path and that message's
+# depth (the newest message for chats written before they remembered one); and whether
+# that message has replies or other turns after it already (then a message sent after
+# it has versions, which the answer reads).
 _BUSY_AND_LEAF = (f'WITH leaf AS (SELECT COALESCE(%s, (SELECT max(id) FROM "{_MESSAGES}" WHERE chat_id = %s)) AS id) '
                   f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status IN {sql_in(ACTIVE)} LIMIT 1), leaf.id, '
-                  f'(SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id) FROM leaf')
+                  f'(SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id), '
+                  f'EXISTS (SELECT 1 FROM "{_MESSAGES}" c WHERE c.parent_id = leaf.id) FROM leaf')
 # Done by the run's INSERT, which is prepared with it.
 _SAVE_CHAT = f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s WHERE id = %s'
 _INSERT_MESSAGES, _INSERT_RUNS = Insert(Message), Insert(GenerationRun)
@@ -304,13 +307,15 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     if existing is not None:
         return existing
     if created is None:
-        active, *leaf = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk])
+        active, *leaf, branched = fetch_one(_BUSY_AND_LEAF, [chat.current_leaf_id, chat.pk, chat.pk])
         if active is not None:
             raise ReplyInProgress(active)
     else:  # nobody else can see it yet: no lock to wait for, no reply in progress, its path as written
-        leaf = created
+        leaf, branched = created, False
     asked, replies, anchor = _messages(chat, turn, tuple(leaf), order.choices)
     reply = replies[0]
+    if turn.kind == SEND and turn.edit_of is None and not branched and len(replies) == 1:
+        asked.versions, reply.versions = [asked.pk], [reply.pk]  # the answer need not read them (views_messages.posted)
     if not chat.title and turn.kind == SEND:
         chat.title = " ".join(turn.content.split())[:60]
     chat.current_leaf = reply
