@@ -27,13 +27,18 @@ def listed_chats_for(*, tenant, user):
 
 
 _CHAT, _POOL = Columns(Chat, "c"), Columns(ModelPool, "p")
+# The chat by its key alone, then checked for tenant and owner: given all three at once,
+# the planner may take the (tenant, owner, updated_at) index, whose estimate ties with
+# the key's when its statistics lag, and read every chat of the user (here 5 ms a
+# statement at 4,000 chats, the largest item of a message's Postgres time).
+_BY_KEY = f'WITH c AS MATERIALIZED (SELECT * FROM "{_CHAT.table}" WHERE id = %s) '
 _CHAT_GET = prepared(
-    f'SELECT {_CHAT.sql}, {_POOL.sql} FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
-    f'WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
-# The same, and the pool's queue (its first parameter: the tenant), for a request that admits a run next.
+    f'{_BY_KEY}SELECT {_CHAT.sql}, {_POOL.sql} FROM c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
+    f'WHERE c.tenant_id = %s AND c.owner_id = %s')
+# The same, and the pool's queue (its second parameter: the tenant), for a request that admits a run next.
 _CHAT_GET_ADMITTING = prepared(
-    f'SELECT {_CHAT.sql}, {_POOL.sql}, q.* FROM "{_CHAT.table}" c JOIN "{_POOL.table}" p ON p.id = c.pool_id, '
-    f'{queue_lateral("p")} WHERE c.id = %s AND c.tenant_id = %s AND c.owner_id = %s')
+    f'{_BY_KEY}SELECT {_CHAT.sql}, {_POOL.sql}, q.* FROM c JOIN "{_POOL.table}" p ON p.id = c.pool_id, '
+    f'{queue_lateral("p")} WHERE c.tenant_id = %s AND c.owner_id = %s')
 _BIGINT = range(-2**63, 2**63)
 
 
@@ -49,7 +54,7 @@ def chat_get(*, tenant, user, chat_id, admitting: bool = False) -> Chat:
     if pk not in _BIGINT:
         row = None
     elif admitting:
-        row = fetch_one(_CHAT_GET_ADMITTING, [tenant.pk, pk, tenant.pk, user.pk])
+        row = fetch_one(_CHAT_GET_ADMITTING, [pk, tenant.pk, tenant.pk, user.pk])
     else:
         row = fetch_one(_CHAT_GET, [pk, tenant.pk, user.pk])
     if row is None:

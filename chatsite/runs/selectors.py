@@ -23,10 +23,13 @@ def run_get(*, tenant, user, run_id) -> GenerationRun:
 _RUN, _POOL, _REPLY = Columns(GenerationRun, "r"), Columns(ModelPool, "p"), Columns(Message, "m")
 # Plain SQL: every /v1 call reads it, and the ORM's compilation of this query (three
 # tables' columns, an OR) cost the web more CPU than the rest of the call's admission.
+# The runs by their keys alone, then checked for the tenant (as chats.selectors._BY_KEY:
+# the (tenant, ...) indexes must not be read for them).
 _CHOICES = prepared(
-    f'SELECT {_RUN.sql}, {_POOL.sql}, {_REPLY.sql} FROM "{_RUN.table}" r '
+    f'WITH r AS MATERIALIZED (SELECT * FROM "{_RUN.table}" WHERE id = %s OR choice_of_id = %s) '
+    f'SELECT {_RUN.sql}, {_POOL.sql}, {_REPLY.sql} FROM r '
     f'JOIN "{_POOL.table}" p ON p.id = r.pool_id JOIN "{_REPLY.table}" m ON m.id = r.assistant_message_id '
-    f'WHERE r.tenant_id = %s AND (r.id = %s OR r.choice_of_id = %s) ORDER BY r.choice_index')
+    f'WHERE r.tenant_id = %s ORDER BY r.choice_index')
 
 
 def run_choices_admitted(run: GenerationRun) -> list[GenerationRun]:
@@ -42,7 +45,7 @@ def run_choices(run: GenerationRun) -> list[GenerationRun]:
     run admitted alone: [run]), with their pool and reply loaded, as saved. Scoped to
     its tenant."""
     with connection.cursor() as cur:
-        cur.execute(_CHOICES, [run.tenant_id, run.pk, run.pk])
+        cur.execute(_CHOICES, [run.pk, run.pk, run.tenant_id])
         rows = cur.fetchall()
     out = []
     for row in rows:
