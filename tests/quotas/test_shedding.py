@@ -262,6 +262,6 @@ def test_a_rest_message_reads_its_pools_queue_with_its_chat(client, tenant, user
         resp = client.post(f"/api/chats/{a.pk}/messages/", {"content": "hi"}, content_type="application/json")
     assert resp.status_code == 202
     counts = [q["sql"] for q in queries if "count(" in q["sql"]]
-    assert len(counts) == 1 and 'FROM "chats_chat" c' in counts[0] and "LATERAL" in counts[0], counts
+    assert len(counts) == 1 and 'FROM "chats_chat" WHERE id' in counts[0] and "LATERAL" in counts[0], counts
     resp = client.post(f"/api/chats/{b.pk}/messages/", {"content": "hi"}, content_type="application/json")
     assert resp.status_code == 503 and "1 requests waiting" in resp.json()["error"]["message"]
