@@ -21,12 +21,15 @@ class GenerationRun(models.Model):
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
-    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="runs")
+    # No index of their own for tenant, pool and status: every non-HOT write of a run (its
+    # claim and its finalize change its status) updates each index, and the indexes in Meta
+    # lead with tenant and pool; Django's own for status came with a second, for LIKE.
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="runs", db_index=False)
     chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="runs")
     user_message = models.ForeignKey("chats.Message", on_delete=models.CASCADE, related_name="+")
     assistant_message = models.OneToOneField("chats.Message", on_delete=models.CASCADE, related_name="run")
-    pool = models.ForeignKey("pools.ModelPool", on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    pool = models.ForeignKey("pools.ModelPool", on_delete=models.PROTECT, related_name="runs", db_index=False)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     attempt = models.PositiveIntegerField(default=0)
     tier = models.CharField(max_length=12, choices=Tier.choices, default=Tier.INTERACTIVE)
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.API)
@@ -73,7 +76,8 @@ class GenerationRun(models.Model):
                    # Time windows: the finish rate (shedding, scaling), the arrival rate,
                    # a tenant's month of usage. Without them each read scanned every run.
                    models.Index(fields=["pool", "finished_at"]), models.Index(fields=["pool", "queued_at"]),
-                   models.Index(fields=["tenant", "queued_at"])]
+                   models.Index(fields=["tenant", "queued_at"]),
+                   models.Index(fields=["status"], name="runs_status_idx")]  # the sweep's, across pools
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"],
