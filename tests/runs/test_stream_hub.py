@@ -60,3 +60,46 @@ def test_many_streams_share_one_reader(joiners):
 
     assert asyncio.run(scenario()) == [[k] for k in keys]
     r.delete(*keys)
+
+
+def _xread_starts(hub: StreamHub) -> dict[str, str]:
+    """The streams and ids of the hub's next XREAD, parsed back from its wire format."""
+    raw = hub._packed_xread().split(b"\r\n")
+    args = [a.decode() for a in raw[2::2][:int(raw[0][1:])]]
+    assert args[:6] == ["XREAD", "COUNT", "1000", "BLOCK", "5000", "STREAMS"], args
+    names = args[6:]
+    keys, ids = names[:len(names) // 2], names[len(names) // 2:]
+    return dict(zip(keys, ids))
+
+
+def test_each_read_starts_every_stream_at_its_furthest_behind_subscriber():
+    """The hub keeps each stream's next read position as reads and (un)subscribes move
+    it (not recomputed over every stream per read): the lowest last id of its subscribers."""
+    r = get_redis()
+    a, b = "test:hub:start:a", "test:hub:start:b"
+    r.delete(a, b)
+
+    async def scenario():
+        hub = StreamHub()
+        seen = []
+        live = await hub.subscribe(a, "0-0")
+        quiet = await hub.subscribe(b, "5-0")
+        ids = [r.xadd(a, {"i": str(i)}) for i in range(3)]
+        await drain(live, 3)
+        await asyncio.sleep(0.05)  # the hub is blocked on its next read
+        seen.append(_xread_starts(hub))
+        behind = await hub.subscribe(a, ids[0])  # joins behind: the next read of a starts there
+        seen.append(_xread_starts(hub))
+        hub.unsubscribe(behind)  # the one behind leaves: back to the live edge
+        seen.append(_xread_starts(hub))
+        hub.unsubscribe(quiet)
+        seen.append(_xread_starts(hub))
+        hub.unsubscribe(live)
+        return ids, hub._wake_key, seen
+
+    ids, wake, seen = asyncio.run(scenario())
+    assert seen[0] == {a: ids[2], b: "5-0", wake: seen[0][wake]}
+    assert seen[1][a] == ids[0] and seen[1][b] == "5-0"
+    assert seen[2][a] == ids[2]
+    assert seen[3] == {a: ids[2], wake: seen[3][wake]}
+    r.delete(a, b)

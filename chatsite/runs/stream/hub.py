@@ -137,14 +137,28 @@ class StreamHub:
         self._client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True, socket_connect_timeout=3)
         self._wake_key = redis_keys.hub_wakeup(uuid.uuid4().hex)
         self._wake_last = "0-0"
-        self._packed_keys: dict[str, bytes] = {}
+        # Per followed stream, in one order: where the next XREAD starts (the lowest last id
+        # of its subscribers), and the command's key and id parts, packed. A read changes
+        # them only for the streams it brought, so building the next read does no work per
+        # stream that Python can see (two joins), however many streams are followed.
+        self._low: dict[str, tuple[int, int]] = {}
+        self._key_parts: dict[str, bytes] = {}
+        self._id_parts: dict[str, bytes] = {}
 
     async def subscribe(self, key: str, last_id: str, *, decode: Callable | None = None) -> Subscription:
         """Follow `key` after `last_id`. `decode(entry_id, flat)` (flat: field, value,
         ...) makes the items `next()` returns (once per entry, shared by all of the
         key's subscribers); without it they are (entry_id, fields dict) pairs."""
         sub = Subscription(key, last_id)
-        self._subs.setdefault(key, set()).add(sub)
+        subs = self._subs.get(key)
+        if subs is None:
+            subs = self._subs[key] = set()
+            raw = key.encode()
+            self._key_parts[key] = b"$%d\r\n%s\r\n" % (len(raw), raw)
+            self._set_low(key, sub.last)
+        elif sub.last < self._low[key]:
+            self._set_low(key, sub.last)
+        subs.add(sub)
         self._decoders[key] = decode or _raw
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep_idle())
@@ -155,38 +169,42 @@ class StreamHub:
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        subs = self._subs.get(sub.key)
-        if subs is not None:
+        key = sub.key
+        subs = self._subs.get(key)
+        if subs is not None and sub in subs:
             subs.discard(sub)
             if not subs:
-                del self._subs[sub.key]
-                self._decoders.pop(sub.key, None)
-                self._packed_keys.pop(sub.key, None)
+                self._forget(key)
+            elif sub.last == self._low[key]:  # it may have been the one behind: read from the next lowest
+                self._set_low(key, min(s.last for s in subs))
 
     @property
     def num_streams(self) -> int:
         return len(self._subs)
 
-    def _cursors(self) -> dict[str, str]:
-        cursors = {key: "%d-%d" % min(s.last for s in subs) for key, subs in self._subs.items() if subs}
-        cursors[self._wake_key] = self._wake_last
-        return cursors
+    def _set_low(self, key: str, low: tuple[int, int]) -> None:
+        self._low[key] = low
+        cursor = b"%d-%d" % low
+        self._id_parts[key] = b"$%d\r\n%s\r\n" % (len(cursor), cursor)
 
-    def _packed_xread(self, cursors: dict[str, str]) -> bytes:
-        """XREAD COUNT .. BLOCK .. STREAMS keys.. ids.. in Redis's wire format, built by
-        hand: redis-py's packing of a command naming hundreds of streams was a tenth of
-        the web's CPU per delivered frame. Each key's part is encoded once per stream."""
-        parts = [b"*%d\r\n" % (6 + 2 * len(cursors)), _XREAD_HEAD]
-        packed = self._packed_keys
-        for key in cursors:
-            part = packed.get(key)
-            if part is None:
-                raw = key.encode()
-                part = packed[key] = b"$%d\r\n%s\r\n" % (len(raw), raw)
-            parts.append(part)
-        for cursor in cursors.values():
-            parts.append(b"$%d\r\n%s\r\n" % (len(cursor), cursor.encode()))
-        return b"".join(parts)
+    def _forget(self, key: str) -> None:
+        for table in (self._subs, self._decoders, self._low, self._key_parts, self._id_parts):
+            table.pop(key, None)
+
+    def _clear(self) -> None:
+        for table in (self._subs, self._decoders, self._low, self._key_parts, self._id_parts):
+            table.clear()
+
+    def _packed_xread(self) -> bytes:
+        """XREAD COUNT .. BLOCK .. STREAMS keys.. ids.. in Redis's wire format, from the
+        parts kept per stream (redis-py's packing of a command naming hundreds of streams
+        was a tenth of the web's CPU per delivered frame, and formatting every stream's
+        id per read the next largest part of the hub's)."""
+        wake = self._wake_key.encode()
+        last = self._wake_last.encode()
+        return b"".join((b"*%d\r\n" % (8 + 2 * len(self._key_parts)), _XREAD_HEAD,
+                         b"".join(self._key_parts.values()), b"$%d\r\n%s\r\n" % (len(wake), wake),
+                         b"".join(self._id_parts.values()), b"$%d\r\n%s\r\n" % (len(last), last)))
 
     async def _run(self) -> None:
         pool = self._client.connection_pool
@@ -195,8 +213,8 @@ class StreamHub:
             await self._client.expire(self._wake_key, WAKE_TTL_SECONDS)
             conn = await pool.get_connection("XREAD")
             while self._subs:
-                cursors = self._cursors()
-                await conn.send_packed_command(self._packed_xread(cursors), check_health=False)
+                starts = self._low.copy()  # where this read starts, per stream (a join may lower it meanwhile)
+                await conn.send_packed_command(self._packed_xread(), check_health=False)
                 result = await conn.read_response()
                 if isinstance(result, Exception):
                     raise result
@@ -207,9 +225,12 @@ class StreamHub:
                     subs = self._subs.get(key)
                     if not subs:
                         continue
-                    read = Read(_id(cursors[key]), raw, self._decoders.get(key, _raw))
+                    read = Read(starts[key], raw, self._decoders.get(key, _raw))
                     for sub in list(subs):
                         sub.deliver(read)
+                    low = min(sub.last for sub in subs)  # where the next read of it starts
+                    if low != self._low[key]:
+                        self._set_low(key, low)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Redis went away: tell every follower; the next subscribe restarts the hub
@@ -217,9 +238,7 @@ class StreamHub:
             for subs in list(self._subs.values()):
                 for sub in subs:
                     sub.fail(HubError(str(exc)))
-            self._subs.clear()
-            self._decoders.clear()
-            self._packed_keys.clear()
+            self._clear()
         finally:
             if conn is not None:
                 await pool.release(conn)
