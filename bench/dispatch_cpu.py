@@ -7,10 +7,10 @@ in one process on the local Redis (the machine's, or REDIS_URL's).
 2d4c444 is the last revision that sent through Celery's send_task.
 """
 import argparse
-import os
-import subprocess
 import time
 import types
+
+from bench import common
 
 
 def main() -> None:
@@ -19,17 +19,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3000)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
-    import django
-
-    django.setup()
+    common.django_setup()
     from chatsite.redis_client import get_redis
     from chatsite.runs import dispatch as current
 
-    src = subprocess.run(["git", "show", f"{a.against}:chatsite/runs/dispatch.py"], capture_output=True, text=True,
-                         check=True).stdout
-    other = types.ModuleType("dispatch_" + a.against)
-    exec(compile(src, other.__name__, "exec"), other.__dict__)
+    other = common.module_at(a.against, "chatsite/runs/dispatch.py")
     r, pool = get_redis(), types.SimpleNamespace(name="bench-dispatch")
 
     def runs():  # what run_dispatch reads of a run; a chat pinned nowhere, so the pool queue

@@ -14,12 +14,9 @@ position into each XREAD.
 """
 import argparse
 import asyncio
-import os
-import subprocess
 import time
-import types
 
-from bench import report
+from bench import common, report
 
 KEY = "bench:hub:{}"
 
@@ -57,20 +54,14 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=2)
     a = ap.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
-    import django
-
-    django.setup()
+    common.django_setup()
     import redis.asyncio as aioredis
     from django.conf import settings
 
     from chatsite.redis_client import get_redis
     from chatsite.runs.stream import hub as current
 
-    src = subprocess.run(["git", "show", f"{a.against}:chatsite/runs/stream/hub.py"], capture_output=True, text=True,
-                         check=True).stdout
-    other = types.ModuleType("hub_" + a.against)
-    exec(compile(src, other.__name__, "exec"), other.__dict__)
+    other = common.module_at(a.against, "chatsite/runs/stream/hub.py")
     r = get_redis()
     r.delete(KEY.format("live"))
     rows = []
