@@ -27,8 +27,15 @@ BLOCK_MS = 5000
 READ_COUNT = 1000
 WAKE_TTL_SECONDS = 3600
 IDLE_SWEEP_SECONDS = 0.25
-_XREAD_HEAD = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in
-                       (b"XREAD", b"COUNT", b"%d" % READ_COUNT, b"BLOCK", b"%d" % BLOCK_MS, b"STREAMS"))
+
+
+def _bulk(value: bytes) -> bytes:
+    """One argument of a command in Redis's wire format."""
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+_XREAD_HEAD = b"".join(map(_bulk, (b"XREAD", b"COUNT", b"%d" % READ_COUNT, b"BLOCK", b"%d" % BLOCK_MS,
+                                  b"STREAMS")))
 
 
 class HubError(Exception):
@@ -137,6 +144,7 @@ class StreamHub:
         self._client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True, socket_connect_timeout=3)
         self._wake_key = redis_keys.hub_wakeup(uuid.uuid4().hex)
         self._wake_last = "0-0"
+        self._wake_part = _bulk(self._wake_key.encode())
         # Per followed stream, in one order: where the next XREAD starts (the lowest last id
         # of its subscribers), and the command's key and id parts, packed. A read changes
         # them only for the streams it brought, so building the next read does no work per
@@ -153,8 +161,7 @@ class StreamHub:
         subs = self._subs.get(key)
         if subs is None:
             subs = self._subs[key] = set()
-            raw = key.encode()
-            self._key_parts[key] = b"$%d\r\n%s\r\n" % (len(raw), raw)
+            self._key_parts[key] = _bulk(key.encode())
             self._set_low(key, sub.last)
         elif sub.last < self._low[key]:
             self._set_low(key, sub.last)
@@ -184,15 +191,18 @@ class StreamHub:
 
     def _set_low(self, key: str, low: tuple[int, int]) -> None:
         self._low[key] = low
-        cursor = b"%d-%d" % low
-        self._id_parts[key] = b"$%d\r\n%s\r\n" % (len(cursor), cursor)
+        self._id_parts[key] = _bulk(b"%d-%d" % low)
+
+    def _tables(self) -> tuple[dict, ...]:
+        """Everything the hub keeps per followed stream."""
+        return self._subs, self._decoders, self._low, self._key_parts, self._id_parts
 
     def _forget(self, key: str) -> None:
-        for table in (self._subs, self._decoders, self._low, self._key_parts, self._id_parts):
+        for table in self._tables():
             table.pop(key, None)
 
     def _clear(self) -> None:
-        for table in (self._subs, self._decoders, self._low, self._key_parts, self._id_parts):
+        for table in self._tables():
             table.clear()
 
     def _packed_xread(self) -> bytes:
@@ -200,11 +210,9 @@ class StreamHub:
         parts kept per stream (redis-py's packing of a command naming hundreds of streams
         was a tenth of the web's CPU per delivered frame, and formatting every stream's
         id per read the next largest part of the hub's)."""
-        wake = self._wake_key.encode()
-        last = self._wake_last.encode()
         return b"".join((b"*%d\r\n" % (8 + 2 * len(self._key_parts)), _XREAD_HEAD,
-                         b"".join(self._key_parts.values()), b"$%d\r\n%s\r\n" % (len(wake), wake),
-                         b"".join(self._id_parts.values()), b"$%d\r\n%s\r\n" % (len(last), last)))
+                         b"".join(self._key_parts.values()), self._wake_part,
+                         b"".join(self._id_parts.values()), _bulk(self._wake_last.encode())))
 
     async def _run(self) -> None:
         pool = self._client.connection_pool
