@@ -17,8 +17,8 @@ from django.utils import timezone
 from chatsite.errors import InvalidInput, ServiceError
 from chatsite.runs import sse
 from chatsite.runs.access import grant_of
+from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.sse_response import SseResponse
-from chatsite.tenancy.stream_guard import StreamGuard
 
 
 def wants_stream(data: dict) -> bool:
@@ -39,16 +39,10 @@ def streamed(request, run, answer: dict) -> SseResponse:
 async def _body(grant, run_id: int, answer: dict, fresh: bool):
     yield sse.RETRY + sse.event("run", answer)
     try:
-        guard = await StreamGuard.admit(grant)
+        outlet = await Outlet.open(grant)
     except ServiceError as exc:  # the run goes on: its events_url reads it once a slot is free
         yield sse.event("error", {"code": exc.code, "message": exc.message})
         return
-    if guard is None:
-        yield sse.event("error", {"code": "not_authenticated", "message": "your access to this run was just revoked"})
-        return
-    try:
-        async with aclosing(sse.body(run_id, after=None, fresh=fresh, guard=guard)) as chunks:
-            async for chunk in chunks:
-                yield chunk
-    finally:
-        await guard.close()
+    async with aclosing(closing_after(outlet, sse.body(run_id, after=None, fresh=fresh, outlet=outlet))) as chunks:
+        async for chunk in chunks:
+            yield chunk

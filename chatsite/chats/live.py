@@ -1,5 +1,5 @@
-"""A user's events, for every window that user has open: publishing (services,
-after commit) and following (the SSE view, through the web process's stream hub).
+"""A user's events, for every window that user has open: published by services,
+after commit, and followed through chatsite.runs.outlet (the one way out).
 
 Events are small, ids and titles only; a window fetches what it shows through the
 API. Each is a JSON object under field `e` of one entry of the user's stream."""
@@ -10,7 +10,6 @@ from django.db import transaction
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
-from chatsite.runs.stream.hub import USERS, HubError, get_hub
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +47,3 @@ def latest_id(user_id: int) -> str:
     """The id of the user's newest event ('0-0' for none): a page rendered now follows from it."""
     entries = get_redis().xrevrange(redis_keys.user_events(user_id), count=1)
     return entries[0][0] if entries else "0-0"
-
-
-async def follow(user_id: int, last_id: str, timeout: float, wait=None):
-    """Yield lists of (id, event dict) after `last_id` as they come; an empty list
-    after each quiet `timeout`. Ends when Redis goes away (the client reconnects
-    with the last id it saw), or when `wait(sub, timeout)` (a revocation guard's, in
-    place of `sub.next(timeout)`) returns anything but a batch or None."""
-    hub = get_hub(USERS)
-    sub = await hub.subscribe(redis_keys.user_events(user_id), last_id)
-    try:
-        while True:
-            try:
-                batch = await (sub.next(timeout) if wait is None else wait(sub, timeout))
-            except HubError as exc:
-                log.warning("user %s: events stream ended: %s", user_id, exc)
-                return
-            if batch is not None and batch.__class__ is not list:
-                return  # the guard said stop: the session or membership it was opened with ended
-            yield [(entry_id, json.loads(fields["e"])) for entry_id, fields in batch or () if "e" in fields]
-    finally:
-        hub.unsubscribe(sub)

@@ -1,4 +1,6 @@
-"""`Authorization: Bearer KEY` for the /v1/ views, and their JSON body."""
+"""`Authorization: Bearer KEY` for the /v1/ views, the grant their streams carry, and their JSON body."""
+import time
+
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 
@@ -7,9 +9,18 @@ from chatsite.api.parsers import BodyError, decode_json
 from chatsite.openai_api.errors import OpenAIError
 from chatsite.tenancy.auth import bearer_token
 from chatsite.tenancy.models import ApiKey
+from chatsite.tenancy.revocation import Grant, key_credential
 from chatsite.tenancy.services import api_key_authenticate
 
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="v1"'}
+REVOKED_MESSAGE = "The API key was revoked while the reply was being read; the run goes on and is saved."
+
+
+def key_grant(key: ApiKey, run=None) -> Grant:
+    """What a /v1 stream of `run` (None: not admitted yet) carries: the key, its user and
+    tenant, since now (chatsite.runs.outlet)."""
+    return Grant(run_id=run.pk if run else 0, chat_id=run.chat_id if run else 0, tenant_id=key.tenant_id,
+                 user_id=key.user_id, credential=key_credential(key.pk), since=time.time())
 
 
 async def authenticate(request) -> ApiKey:

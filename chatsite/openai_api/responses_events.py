@@ -80,6 +80,7 @@ class ResponseEvents:
         self.logprobs.extend(items)
         return wire.token_logprobs(items)
 
-    def broken(self, message: str) -> bytes:
-        """An `error` event: reading the stream failed (the run goes on and is saved)."""
-        return self._event("error", code="stream_failed", message=message, param=None)[1]
+    def broken(self, message: str, code: str = "stream_failed") -> bytes:
+        """An `error` event: reading the stream failed, or the key was revoked meanwhile
+        (the run goes on and is saved)."""
+        return self._event("error", code=code, message=message, param=None)[1]

@@ -8,6 +8,7 @@ the events). Errors use OpenAI's shape, the parameter at fault named.
 """
 import asyncio
 import logging
+from contextlib import aclosing
 
 from asgiref.sync import sync_to_async
 from django.http import JsonResponse
@@ -16,13 +17,14 @@ from chatsite.errors import ServiceError
 from chatsite.openai_api import logprobs_wire
 from chatsite.openai_api import responses_services as services
 from chatsite.openai_api import responses_wire as wire
-from chatsite.openai_api.auth import authenticate, json_body, require_method
+from chatsite.openai_api.auth import CHALLENGE, REVOKED_MESSAGE, authenticate, json_body, key_grant, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
 from chatsite.openai_api.responses_events import ResponseEvents
 from chatsite.openai_api.responses_request import ResponseRequest, parse_response_request
 from chatsite.openai_api.responses_selectors import response_get
 from chatsite.openai_api.views import CLIENT_RUN_ERRORS, openai_view
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import log as stream_log
 from chatsite.runs.stream.finished import finished_entries
@@ -70,9 +72,23 @@ def _object(run: GenerationRun) -> dict:
                                 logprobs=snapshot.logprobs)
 
 
-def _create(key, req: ResponseRequest, idempotency_key: str) -> tuple[GenerationRun, bool]:
-    run, created = services.response_create(key=key, request=req, idempotency_key=idempotency_key)
-    return _load(run.pk), created
+def _create(key, req: ResponseRequest, idempotency_key: str) -> tuple[GenerationRun, bool, Outlet | None]:
+    """The response's run, whether this call made it, and the outlet its answer is read
+    through (a stream's slot is taken before the run is admitted: a refused stream admits
+    nothing; a background response is read by nobody now)."""
+    outlet = Outlet.open_sync(key_grant(key)) if req.stream else None
+    try:
+        run, created = services.response_create(key=key, request=req, idempotency_key=idempotency_key)
+        run = _load(run.pk)
+    except BaseException:
+        if outlet is not None:
+            outlet.close_sync()
+        raise
+    if outlet is not None:
+        outlet.regrant(key_grant(key, run))
+    elif not req.background:
+        outlet = Outlet.watch(key_grant(key, run))
+    return run, created, outlet
 
 
 def _finalized_object(run_id: int) -> dict:
@@ -80,8 +96,8 @@ def _finalized_object(run_id: int) -> dict:
     return _object(_load(run_id))
 
 
-def _streaming(events, run: GenerationRun) -> SseResponse:
-    return SseResponse(events, X_Run_Id=str(run.pk))
+def _streaming(outlet: Outlet, events, run: GenerationRun) -> SseResponse:
+    return SseResponse(closing_after(outlet, events), X_Run_Id=str(run.pk))
 
 
 def _json(body: dict, run: GenerationRun) -> JsonResponse:
@@ -97,25 +113,28 @@ async def responses(request):
         require_method(request, "POST")
         key = await authenticate(request)
         req = parse_response_request(json_body(request))
-        run, created = await sync_to_async(_create)(key, req, request.headers.get("Idempotency-Key", ""))
+        run, created, outlet = await sync_to_async(_create)(key, req, request.headers.get("Idempotency-Key", ""))
     except OpenAIError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         return _service_error(exc, req)
     base = wire.echo(run, run.response_record)
     if req.stream:  # a retry with the same Idempotency-Key gets the same events, from the start
-        return _streaming(_events(run, base, after=-1, fresh=created), run)
+        return _streaming(outlet, _events(outlet, run, base, after=-1, fresh=created), run)
     if req.background:
         return _json(wire.pending_object(base, "queued") if created else await sync_to_async(_object)(run), run)
-    return await _wait(run, fresh=created)
+    return await _wait(outlet, run, fresh=created)
 
 
-async def _wait(run: GenerationRun, *, fresh: bool) -> JsonResponse:
+async def _wait(outlet: Outlet, run: GenerationRun, *, fresh: bool) -> JsonResponse:
     """Wait for the run's end; a run that failed through the request's fault is a 4xx."""
     terminal = None
-    async for batch in follow(run.pk, fresh=fresh):
-        if batch and batch[-1].is_terminal:
-            terminal = batch[-1]
+    async with aclosing(outlet.run(run.pk, fresh=fresh)) as batches:
+        async for batch in batches:
+            if batch and batch[-1].is_terminal:
+                terminal = batch[-1]
+    if outlet.revoked:
+        return error_response(401, "invalid_api_key", REVOKED_MESSAGE, headers=CHALLENGE)
     body = await sync_to_async(_finalized_object)(run.pk)
     if body["status"] == "failed" and terminal is not None and terminal.code in CLIENT_RUN_ERRORS:
         return error_response(CLIENT_RUN_ERRORS[terminal.code], terminal.code,
@@ -123,23 +142,27 @@ async def _wait(run: GenerationRun, *, fresh: bool) -> JsonResponse:
     return _json(body, run)
 
 
-async def _events(run: GenerationRun, base: dict, *, after: int, fresh: bool):
-    """The response's events numbered after `after`, then the end of the response."""
+async def _events(outlet: Outlet, run: GenerationRun, base: dict, *, after: int, fresh: bool):
+    """The response's events numbered after `after`, then the end of the response (or an
+    error event, when the key is revoked meanwhile)."""
     run_id = run.pk
     events = ResponseEvents(base, run_id, logprobs=logprobs_wire.asked(run))
     if opening := [data for n, data in events.opening() if n > after]:
         yield b"".join(opening)
     try:
-        async for batch in follow(run_id, fresh=fresh):
-            if batch is None:
-                yield wire.SSE_KEEPALIVE
-                continue
-            if out := [data for entry in batch for n, data in events.feed(entry) if n > after]:
-                yield b"".join(out)
+        async with aclosing(outlet.run(run_id, fresh=fresh)) as batches:
+            async for batch in batches:
+                if batch is None:
+                    yield wire.SSE_KEEPALIVE
+                    continue
+                if out := [data for entry in batch for n, data in events.feed(entry) if n > after]:
+                    yield b"".join(out)
     except Exception:  # Redis gone mid-stream: say so in the stream, then end it
         log.exception("response %s: streaming failed", run_id)
         yield events.broken(f"reading the reply failed; the response goes on and is saved: "
                             f"GET /v1/responses/{wire.response_id(run_id)} has it")
+    if outlet.revoked:
+        yield events.broken(REVOKED_MESSAGE, code="invalid_api_key")
 
 
 def _query(request) -> tuple[bool, int]:
@@ -178,7 +201,12 @@ async def response_detail(request, response_id: str):
     except ServiceError as exc:
         return _service_error(exc)
     if stream:
-        return _streaming(_events(run, wire.echo(run, run.response_record), after=after, fresh=False), run)
+        try:
+            outlet = await Outlet.open(key_grant(key, run))
+        except ServiceError as exc:
+            return _service_error(exc)
+        return _streaming(outlet, _events(outlet, run, wire.echo(run, run.response_record), after=after,
+                                          fresh=False), run)
     return _json(await sync_to_async(_object)(run), run)
 
 

@@ -20,7 +20,8 @@ from django.views.decorators.csrf import csrf_exempt
 from chatsite import stage_trace
 from chatsite.errors import ServiceError
 from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
-from chatsite.openai_api.auth import authenticate, authenticate_sync, json_body, require_method
+from chatsite.openai_api.auth import (CHALLENGE, REVOKED_MESSAGE, authenticate, authenticate_sync, json_body, key_grant,
+                                     require_method)
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
 from chatsite.openai_api.services import completion_submit
@@ -29,8 +30,8 @@ from chatsite.quotas.selectors import quota_allowances
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
+from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.stream import codec
-from chatsite.runs.stream.follow_all import follow_all
 from chatsite.runs.stream.hub import HubError
 from chatsite.sse_response import SseResponse
 
@@ -60,18 +61,19 @@ def openai_view(view):
 @dataclass
 class Admitted:
     """What a completion call's one thread hop brings back: the answer to send at once
-    (`refused`), or the runs to follow; and the tenant's rate-limit headers, read after
-    the call's own admission (so they count it)."""
+    (`refused`), or the runs to follow through `outlet`; and the tenant's rate-limit
+    headers, read after the call's own admission (so they count it)."""
     refused: object = None
     req: CompletionRequest | None = None
     runs: list = field(default_factory=list)
     replayed: bool = False
+    outlet: Outlet | None = None
     limits: dict = field(default_factory=dict)
 
 
 def _admit(request, parse) -> Admitted:
-    """The key, the request, its runs, and the rate-limit headers, in one thread hop
-    (each sync_to_async costs the event loop's thread a hop there and back)."""
+    """The key, the request, its stream's slot, its runs, and the rate-limit headers, in
+    one thread hop (each sync_to_async costs the event loop's thread a hop there and back)."""
     try:
         require_method(request, "POST")
         key = authenticate_sync(request)
@@ -80,13 +82,26 @@ def _admit(request, parse) -> Admitted:
     out = Admitted()
     try:
         out.req = parse(json_body(request))
+        # A stream's slot is taken before its runs are admitted: a stream refused admits nothing.
+        out.outlet = Outlet.open_sync(key_grant(key)) if out.req.stream else None
         submitted = completion_submit(key=key, request=out.req,
                                       idempotency_key=request.headers.get("Idempotency-Key", ""))
         out.runs, out.replayed = submitted.runs, submitted.replayed
+        grant = key_grant(key, out.runs[0])
+        if out.outlet is None:
+            out.outlet = Outlet.watch(grant)
+        else:
+            out.outlet.regrant(grant)
     except OpenAIError as exc:
         out.refused = error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
     except ServiceError as exc:
         out.refused = _service_error(exc, out.req)
+    except BaseException:
+        if out.outlet is not None:
+            out.outlet.close_sync()
+        raise
+    if out.refused is not None and out.outlet is not None:
+        out.outlet.close_sync()
     out.limits = ratelimit.headers(quota_allowances(key.tenant))
     return out
 
@@ -140,13 +155,14 @@ async def _completion(request, parse, shape: wire.ChatShape):
 
 
 async def _answer(admitted: Admitted, shape: wire.ChatShape):
-    req, runs, replayed = admitted.req, admitted.runs, admitted.replayed
+    req, runs, replayed, outlet = admitted.req, admitted.runs, admitted.replayed, admitted.outlet
     shape = tools_wire.shape_for(runs[0], shape)  # a run with tools (one choice) reads its reply as calls
     # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
-        response = SseResponse(_stream(runs, req.include_usage, shape, fresh=not replayed))
+        response = SseResponse(closing_after(outlet, _stream(outlet, runs, req.include_usage, shape,
+                                                             fresh=not replayed)))
     else:
-        response = await _wait(runs, shape, fresh=not replayed)
+        response = await _wait(outlet, runs, shape, fresh=not replayed)
     response["X-Run-Id"] = str(runs[0].pk)
     if len(runs) > 1:
         response["X-Run-Ids"] = ",".join(str(run.pk) for run in runs)  # one per choice, in index order
@@ -155,14 +171,16 @@ async def _answer(admitted: Admitted, shape: wire.ChatShape):
     return response
 
 
-async def _wait(runs: list[GenerationRun], shape: wire.ChatShape, *, fresh: bool) -> JsonResponse:
+async def _wait(outlet: Outlet, runs: list[GenerationRun], shape: wire.ChatShape, *, fresh: bool) -> JsonResponse:
     """Wait for every choice's terminal entry, then answer with the saved replies; a
     choice that failed makes the answer its error, as with one choice."""
     terminals = {}
-    async with aclosing(follow_all([run.pk for run in runs], fresh=fresh)) as items:
+    async with aclosing(outlet.runs([run.pk for run in runs], fresh=fresh)) as items:
         async for item in items:
             if item is not None and item[1] and item[1][-1].is_terminal:
                 terminals[item[0]] = item[1][-1]
+    if outlet.revoked:
+        return error_response(401, "invalid_api_key", REVOKED_MESSAGE, headers=CHALLENGE)
     for i, run in enumerate(runs):
         if terminals[i].type == codec.ERROR:
             status, body = _run_error(run.pk, terminals[i])
@@ -171,10 +189,12 @@ async def _wait(runs: list[GenerationRun], shape: wire.ChatShape, *, fresh: bool
     return JsonResponse(shape.whole(saved))
 
 
-async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.ChatShape, *, fresh: bool):
+async def _stream(outlet: Outlet, runs: list[GenerationRun], include_usage: bool, shape: wire.ChatShape, *,
+                  fresh: bool):
     """Chunk events in the endpoint's shape, the choices' chunks interleaved as they come,
     then `data: [DONE]` (in the last chunks' write: one send fewer); the usage chunk after
-    the last choice has finished. A choice's error ends the stream (as an SDK stops at the first)."""
+    the last choice has finished. A choice's error ends the stream (as an SDK stops at the
+    first), and so does the key's revocation (an error chunk says so)."""
     run = runs[0]  # it names the completion
     opening = b"".join(wire.sse_data(p) for index in range(len(runs)) for p in shape.opening(run, include_usage, index))
     if opening:  # at once, with the response's headers (daphne sends them with the first write)
@@ -183,7 +203,7 @@ async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.Ch
     chars = [0] * len(runs)  # each choice's characters so far (text completions' logprob offsets)
     with_logprobs = logprobs_wire.asked(run)
     try:
-        async with aclosing(follow_all([r.pk for r in runs], fresh=fresh)) as items:
+        async with aclosing(outlet.runs([r.pk for r in runs], fresh=fresh)) as items:
             async for item in items:
                 if item is None:
                     yield wire.SSE_KEEPALIVE
@@ -219,6 +239,8 @@ async def _stream(runs: list[GenerationRun], include_usage: bool, shape: wire.Ch
         log.exception("run %s: streaming to an OpenAI client failed", run.pk)
         yield wire.sse_data(openai_error_body(500, "stream_failed", f"reading the reply failed; the run goes on "
                                               f"and is saved: GET /api/runs/{run.pk}/ has it"))
+    if outlet.revoked:
+        yield wire.sse_data(openai_error_body(401, "invalid_api_key", REVOKED_MESSAGE))
     yield wire.SSE_DONE
 
 

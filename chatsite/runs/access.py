@@ -21,6 +21,7 @@ from django.http.cookie import parse_cookie
 
 from chatsite.errors import ServiceError
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.outlet import AccessEnded, Outlet
 from chatsite.runs.selectors import run_get
 from chatsite.tenancy.auth import bearer_token
 from chatsite.tenancy.models import ApiKey
@@ -28,7 +29,6 @@ from chatsite.tenancy.request_context import current_request
 from chatsite.tenancy.revocation import Grant, key_credential, session_credential
 from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.tenancy.services import api_key_authenticate
-from chatsite.tenancy.stream_guard import StreamGuard
 
 MAX_TOKEN_CHARS = 1024  # a real one is ~200
 
@@ -114,22 +114,21 @@ def authorize_run(scope, run_id) -> Grant:
                  since=time.time())
 
 
-async def open_events(scope, run_id, token: str) -> StreamGuard:
-    """The guard of a new stream of this run's events: through the token when it
-    grants (no database; then `guard.via_token` is true), else through the session or
-    key. Raises Unauthenticated, NotFound, or TooManyStreams (429, retry_after) from
-    the guard."""
+async def open_events(scope, run_id, token: str) -> tuple[Outlet, bool]:
+    """A new stream of this run's events (chatsite.runs.outlet), and whether the token
+    granted it (no database then); else the session or key did. Raises Unauthenticated,
+    NotFound, or TooManyStreams (429, retry_after)."""
     grant = token_grants(token, run_id)
     if grant is not None:
-        guard = await StreamGuard.admit(grant)
-        if guard is not None:
-            guard.via_token = True
-            return guard
+        try:
+            return await Outlet.open(grant), True
+        except AccessEnded:
+            pass  # the token's grant was revoked: the request's own credentials may still grant
     grant = await database_sync_to_async(authorize_run)(scope, run_id)
-    guard = await StreamGuard.admit(grant)
-    if guard is None:  # revoked within the clock-skew margin of this very check
-        raise Unauthenticated("your access to this run was just revoked; sign in again")
-    return guard
+    try:
+        return await Outlet.open(grant), False
+    except AccessEnded:  # revoked within the clock-skew margin of this very check
+        raise Unauthenticated("your access to this run was just revoked; sign in again") from None
 
 
 def _session(scope):

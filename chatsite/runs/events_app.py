@@ -85,18 +85,18 @@ async def _until_disconnect(receive) -> None:
 
 
 async def _serve(scope, send) -> None:
-    streaming, guard = False, None
+    streaming, outlet = False, None
     try:
         if scope["method"] not in ("GET", "HEAD"):
             return await _error(send, 405, "method_not_allowed", "use GET to read a run's events")
         req = Request(scope)
         run_id = int(scope["url_route"]["kwargs"]["run_id"])
-        try:  # the events_url's token needs no database; the guard holds a slot and watches for revocation
-            guard = await open_events(scope, run_id, req.param("token"))
+        try:  # the events_url's token needs no database; the outlet holds a slot and watches for revocation
+            outlet, via_token = await open_events(scope, run_id, req.param("token"))
         except ServiceError as exc:
             return await _error(send, exc.status, exc.code, exc.message, retry_after=exc.retry_after)
         # A token younger than the stream TTL means the run is too: its stream cannot have expired.
-        fresh = guard.via_token and settings.CHATSITE["EVENTS_TOKEN_SECONDS"] < settings.CHATSITE["STREAM_TTL_SECONDS"]
+        fresh = via_token and settings.CHATSITE["EVENTS_TOKEN_SECONDS"] < settings.CHATSITE["STREAM_TTL_SECONDS"]
         last_id = req.last_event_id()
         if last_id is not None and not codec.is_valid_stream_id(last_id):
             return await _error(send, 400, "invalid_last_event_id",
@@ -105,7 +105,7 @@ async def _serve(scope, send) -> None:
         streaming = True
         await send({"type": "http.response.body", "body": sse.RETRY, "more_body": True})
         if scope["method"] == "GET":  # ends at the terminal entry, or when the grant is revoked
-            async with aclosing(sse.body(run_id, after=last_id, fresh=fresh, guard=guard)) as bodies:
+            async with aclosing(sse.body(run_id, after=last_id, fresh=fresh, outlet=outlet)) as bodies:
                 async for body in bodies:  # a hang-up during a send closes the follower at once
                     await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
@@ -122,5 +122,5 @@ async def _serve(scope, send) -> None:
             else:
                 await _error(send, 500, "server_error", "something went wrong on our side; it has been logged")
     finally:
-        if guard is not None:  # give back the stream's slot
-            await guard.close()
+        if outlet is not None:  # give back the stream's slot
+            await outlet.close()

@@ -9,7 +9,6 @@ from json.encoder import encode_basestring_ascii as _json_str
 
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.codec import Entry
-from chatsite.runs.stream.follow import follow
 
 RETRY = b"retry: 1000\n\n"
 KEEPALIVE = b": keep-alive\n\n"
@@ -40,13 +39,13 @@ def frames(batch: list[Entry]) -> bytes:
     return b"".join(frame(e) for e in batch)
 
 
-async def body(run_id: int, *, after: str | None, fresh: bool, guard) -> AsyncIterator[bytes]:
+async def body(run_id: int, *, after: str | None, fresh: bool, outlet) -> AsyncIterator[bytes]:
     """A run's events after `after` as SSE bytes (a keep-alive comment each quiet
-    interval): ends after the terminal entry, or when `guard` (a StreamGuard) sees the
-    grant revoked. Both REST streams send it: GET .../events and a streamed POST. Closed
-    (a client hung up as a frame was sent), it closes the follower at once: its hub
+    interval), through `outlet` (chatsite.runs.outlet): ends after the terminal entry, or
+    when the access ends. Both REST streams send it: GET .../events and a streamed POST.
+    Closed (a client hung up as a frame was sent), it closes the follower at once: its hub
     subscription ends then, not when the collector gets to it."""
-    async with aclosing(follow(run_id, after=after, fresh=fresh, wait=guard.next)) as batches:
+    async with aclosing(outlet.run(run_id, after=after, fresh=fresh)) as batches:
         async for batch in batches:
             yield KEEPALIVE if batch is None else frames(batch)
 

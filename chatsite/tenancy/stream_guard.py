@@ -10,9 +10,13 @@ Every SSE_REVOCATION_CHECK_SECONDS (whether tokens flow or the run is quiet) the
 stream refreshes its slot and reads its grant's revocation markers in the same
 single Redis call; a revoked (or too old) grant ends the stream. No database.
 
-The consumer's hooks: `StreamGuard.admit(grant)` at start, `guard.next(sub, t)`
-in place of `sub.next(t)` (returns REVOKED when the stream must end), and
-`guard.close()` when the stream ends.
+A request that waits for a whole reply holds no slot (`StreamGuard.watching`): it
+only checks its grant's markers, at the same interval.
+
+chatsite.runs.outlet is the one caller: `StreamGuard.admit(grant)` at start (or
+`admit_sync` from a request's thread), `guard.next(sub, t)` in place of
+`sub.next(t)` (returns REVOKED when the stream must end), and `guard.close()` when
+the stream ends.
 """
 import asyncio
 import contextlib
@@ -25,7 +29,7 @@ from django.conf import settings
 
 from chatsite import redis_keys
 from chatsite.errors import RateLimited
-from chatsite.redis_client import get_async_redis
+from chatsite.redis_client import get_async_redis, get_redis
 from chatsite.tenancy.revocation import Grant, is_revoked
 
 log = logging.getLogger(__name__)
@@ -34,7 +38,7 @@ REVOKED = object()  # what StreamGuard.next returns when the stream must end
 CLOSE_TIMEOUT_SECONDS = 2.0
 
 # KEYS[1]: the user's open streams; KEYS[2..]: the grant's revocation markers.
-# ARGV: now, slot expiry, slot id, cap (0: refresh only), set ttl.
+# ARGV: now, slot expiry, slot id, cap (0: refresh only; -1: no slot, markers only), set ttl.
 # Returns {-1} when the cap is reached, else {1, marker values...}.
 _SLOT = """
 local cap = tonumber(ARGV[4])
@@ -42,8 +46,10 @@ if cap > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
   if redis.call('ZCARD', KEYS[1]) >= cap then return {-1} end
 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
+if cap >= 0 then
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+  redis.call('EXPIRE', KEYS[1], ARGV[5])
+end
 local out = {1}
 for i = 2, #KEYS do out[i] = redis.call('GET', KEYS[i]) end
 return out
@@ -63,21 +69,63 @@ def slot_ttl() -> int:
     return math.ceil(3 * check_seconds()) + 1
 
 
+NO_SLOT = -1  # the script's cap for a guard that holds no slot
+
+
+def _too_many() -> TooManyStreams:
+    return TooManyStreams(f"you have {settings.CHATSITE['SSE_MAX_STREAMS_PER_USER']} event streams open "
+                          "already; close one, or wait for a run to finish", retry_after=slot_ttl())
+
+
 class StreamGuard:
-    def __init__(self, grant: Grant, slot_id: str):
+    def __init__(self, grant: Grant, slot_id: str | None):
         self.grant = grant
-        self._slot_id = slot_id
+        self._slot_id = slot_id  # None: a watch only, no slot
         self._slots_key = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
         self._markers = grant.marker_keys()
-        self._next_check = asyncio.get_running_loop().time() + check_seconds()
-        self._closed = False
-        self.via_token = False  # set by chatsite.runs.access.open_events
+        self._next_check = time.monotonic() + check_seconds()
+        self._closed = slot_id is None
+
+    def _args(self, cap: int) -> tuple:
+        now = time.time()
+        return (_SLOT, 1 + len(self._markers), self._slots_key, *self._markers,
+                now, now + slot_ttl(), self._slot_id or "", cap, slot_ttl())
 
     async def _call(self, cap: int) -> list:
-        now = time.time()
-        return await get_async_redis().eval(
-            _SLOT, 1 + len(self._markers), self._slots_key, *self._markers,
-            now, now + slot_ttl(), self._slot_id, cap, slot_ttl())
+        return await get_async_redis().eval(*self._args(cap))
+
+    def regrant(self, grant: Grant) -> None:
+        """Watch `grant` from now on (the same user's, for the same slot): a stream opened
+        before its run existed learns the run's chat once it was admitted."""
+        self.grant, self._markers = grant, grant.marker_keys()
+
+    @classmethod
+    def admit_sync(cls, grant: Grant) -> "StreamGuard | None":
+        """admit(), from a request's thread (sync Redis): the slot taken before the request
+        admits its run, so a refused stream admits nothing."""
+        guard = cls(grant, uuid.uuid4().hex)
+        status, *markers = get_redis().eval(*guard._args(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"]))
+        if status == -1:
+            raise _too_many()
+        if not guard._allowed(markers):
+            guard.close_sync()
+            return None
+        return guard
+
+    @classmethod
+    def watching(cls, grant: Grant) -> "StreamGuard":
+        """A guard that holds no slot and checks `grant`'s markers every
+        SSE_REVOCATION_CHECK_SECONDS (a request waiting for a whole reply; its credential
+        was just checked, so the first check is one interval away)."""
+        return cls(grant, None)
+
+    def close_sync(self) -> None:
+        """close(), from a request's thread: the slot given back at once (best effort)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            get_redis().zrem(self._slots_key, self._slot_id)
 
     def _allowed(self, markers: list) -> bool:
         return not self.grant.expired() and not any(is_revoked(v, self.grant.since) for v in markers)
@@ -94,8 +142,7 @@ class StreamGuard:
             call.add_done_callback(guard._admitted_too_late)
             raise
         if status == -1:
-            raise TooManyStreams(f"you have {settings.CHATSITE['SSE_MAX_STREAMS_PER_USER']} event streams open "
-                                 "already; close one, or wait for a run to finish", retry_after=slot_ttl())
+            raise _too_many()
         if not guard._allowed(markers):
             await guard.close()
             return None
@@ -110,20 +157,20 @@ class StreamGuard:
 
     async def check(self) -> bool:
         """Refresh the slot; False when the stream must end (one Redis call)."""
-        _, *markers = await self._call(0)
-        self._next_check = asyncio.get_running_loop().time() + check_seconds()
+        _, *markers = await self._call(0 if self._slot_id else NO_SLOT)
+        self._next_check = time.monotonic() + check_seconds()
         return self._allowed(markers)
 
     async def next(self, sub, timeout: float):
         """`sub.next(timeout)` (a batch, or None after `timeout` s of quiet), checking
         meanwhile every SSE_REVOCATION_CHECK_SECONDS; REVOKED when the stream must end."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = time.monotonic() + timeout
         while True:
-            batch = await sub.next(max(0.0, min(deadline, self._next_check) - loop.time()))
-            if loop.time() >= self._next_check and not await self.check():
+            batch = await sub.next(max(0.0, min(deadline, self._next_check) - time.monotonic()))
+            now = time.monotonic()
+            if now >= self._next_check and not await self.check():
                 return REVOKED
-            if batch is not None or loop.time() >= deadline:
+            if batch is not None or now >= deadline:
                 return batch
 
     async def close(self) -> None:

@@ -8,7 +8,6 @@ only the events of the tenant the session acts for. A comment line every ~15 s
 keeps proxies from closing the connection."""
 import json
 import time
-from contextlib import aclosing
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -17,11 +16,11 @@ from django.http import JsonResponse
 from chatsite.chats import live
 from chatsite.errors import NotFound, ServiceError
 from chatsite.runs import sse
+from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.stream import codec
 from chatsite.sse_response import SseResponse
 from chatsite.tenancy.revocation import Grant, session_credential
 from chatsite.tenancy.selectors import tenant_for_request
-from chatsite.tenancy.stream_guard import StreamGuard
 
 
 def _error(status: int, code: str, message: str, retry_after: int | None = None) -> JsonResponse:
@@ -31,18 +30,9 @@ def _error(status: int, code: str, message: str, retry_after: int | None = None)
     return response
 
 
-async def _frames(user_id: int, tenant_id: int, last_id: str, guard):
-    try:
-        yield b"retry: 2000\n\n"
-        async with aclosing(_events(user_id, tenant_id, last_id, guard)) as events:
-            async for frames in events:
-                yield frames
-    finally:
-        await guard.close()
-
-
-async def _events(user_id: int, tenant_id: int, last_id: str, guard):
-    async for batch in live.follow(user_id, last_id, settings.CHATSITE["SSE_KEEPALIVE_SECONDS"], wait=guard.next):
+async def _frames(user_id: int, tenant_id: int, last_id: str, outlet: Outlet):
+    yield b"retry: 2000\n\n"
+    async for batch in outlet.user_events(user_id, last_id, settings.CHATSITE["SSE_KEEPALIVE_SECONDS"]):
         if not batch:
             yield sse.KEEPALIVE
             continue
@@ -67,14 +57,12 @@ async def user_events(request):
         last_id = await sync_to_async(live.latest_id)(user.pk)
     if not codec.is_valid_stream_id(last_id):
         return _error(400, "invalid_last_event_id", "after must be an event id, like 1700000000000-0")
-    # Like a run's events: one slot of the user's open streams, ended within a few seconds of
-    # signing out or losing the membership (chatsite.tenancy.stream_guard).
+    # Through the one way out, as a run's events: one slot of the user's open streams, ended
+    # within a few seconds of a sign-out, a password change or losing the membership.
     grant = Grant(run_id=0, chat_id=0, tenant_id=tenant.pk, user_id=user.pk,
                   credential=session_credential(request.session.session_key), since=time.time())
     try:
-        guard = await StreamGuard.admit(grant)
+        outlet = await Outlet.open(grant)
     except ServiceError as exc:
         return _error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
-    if guard is None:
-        return _error(401, "not_authenticated", "your session has ended; sign in again")
-    return SseResponse(_frames(user.pk, tenant.pk, last_id, guard))
+    return SseResponse(closing_after(outlet, _frames(user.pk, tenant.pk, last_id, outlet)))

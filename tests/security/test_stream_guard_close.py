@@ -13,7 +13,9 @@ from chatsite.tenancy.stream_guard import StreamGuard
 
 
 def test_a_cancelled_close_still_frees_the_slot_and_keeps_the_connection():
-    grant = Grant(run_id=1, chat_id=2, tenant_id=3, user_id=4, credential="", since=time.time())
+    # ids no test object has (an earlier test's revocation of user 4 would refuse the slots)
+    base = 10**12 + int(time.time() * 1000) % 10**9
+    grant = Grant(run_id=base, chat_id=base, tenant_id=base, user_id=base, credential="", since=time.time())
     slots = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
 
     async def run():

@@ -10,19 +10,20 @@ from chatsite.runs.stream.codec import Entry
 from chatsite.runs.stream.follow import follow
 
 
-async def follow_all(run_ids: list[int], *, fresh: bool = False,
-                     keepalive: float | None = None) -> AsyncIterator[tuple[int, list[Entry]] | None]:
+async def follow_all(run_ids: list[int], *, fresh: bool = False, keepalive: float | None = None,
+                     wait=None) -> AsyncIterator[tuple[int, list[Entry]] | None]:
     """(index, batch) for every batch follow() yields for run_ids[index], as they come,
     until each stream has ended (its terminal entry last, as follow() ends). Yields None
     once all the streams still open have been quiet for a `keepalive` interval (a
     keep-alive is due). Closing this (or cancelling its reader) closes every follower.
-    Raises what follow() raises (HubError when Redis goes away)."""
+    `wait`: as follow() takes it, for every stream. Raises what follow() raises (HubError
+    when Redis goes away)."""
     if len(run_ids) == 1:  # the common case: no tasks in between
-        async with aclosing(follow(run_ids[0], fresh=fresh, keepalive=keepalive)) as batches:
+        async with aclosing(follow(run_ids[0], fresh=fresh, keepalive=keepalive, wait=wait)) as batches:
             async for batch in batches:
                 yield None if batch is None else (0, batch)
         return
-    followers = [follow(run_id, fresh=fresh, keepalive=keepalive) for run_id in run_ids]
+    followers = [follow(run_id, fresh=fresh, keepalive=keepalive, wait=wait) for run_id in run_ids]
     pending = {asyncio.ensure_future(anext(f)): i for i, f in enumerate(followers)}
     quiet: set[int] = set()
     try:
