@@ -20,12 +20,14 @@ several readers may follow one run at once.
 | `token` | `{"seq": 0, "n": 1, "text": "The"}` | `n` tokens starting at token index `seq`; append `text` |
 | `done` | `{"finish_reason": "stop", "usage": {"prompt_tokens": 12, "completion_tokens": 40}}` | last event. `finish_reason`: `stop`, `length`, `budget` or `cancelled` |
 | `error` | `{"code": "engine_error", "message": "..."}` | last event: the run failed; the text so far is kept |
-| `snapshot` | `{"text": "...", "n": 40}` | the whole saved reply of a finished run whose stream expired (replaces what was shown); then `done` or `error` |
+| `snapshot` | `{"text": "...", "n": 40}` | the reply's first `n` tokens, which replace what was shown: a finished run whose stream expired (then `done` or `error`), or a resume from an id the stream no longer holds |
 
 Every `token`, `done` and `error` event carries `id:` (the stream entry id, like `1700000000000-0`).
 To resume after a dropped connection, send it back as the `Last-Event-ID` header (browsers' EventSource
 do this themselves) or as `?last_event_id=`: the stream continues after it, with nothing lost or
-repeated. A `retry: 1000` line comes first; a `: keep-alive` comment line every ~15 s while the model is quiet.
+repeated. If the stream no longer holds that id (its entries were lost, e.g. with a restart of its
+store, and the reply is being written again), a `snapshot` of the reply so far comes first, with the
+`id:` of its last token when it has one, and replaces your text; the rest follows it. A `retry: 1000` line comes first; a `: keep-alive` comment line every ~15 s while the model is quiet.
 
 Errors are JSON in the API's one error shape: 400 `invalid_last_event_id` for a malformed
 `Last-Event-ID`; 401 without valid credentials; 404 for a run that is not yours (or another tenant's);

@@ -131,7 +131,11 @@ class ResponseDetailDocs(APIView):
         parameters=[RESPONSE_ID,
                     OpenApiParameter("stream", bool, description="Send the events instead of the object."),
                     OpenApiParameter("starting_after", int, description="With stream=true: the last sequence_"
-                                                                        "number you had; events after it.")],
+                                                                        "number you had; events after it. A "
+                                                                        "number of a stream lost since (a restart "
+                                                                        "of its store) gets one `error` event, "
+                                                                        "code `stream_restarted`: stream again "
+                                                                        "without it.")],
         responses={(200, "application/json"): ResponseObject,
                    (200, "text/event-stream"): OpenApiResponse(EVENT_SCHEMA, description=STREAM_DESCRIPTION),
                    **_errors(400, 401, 404, 405, 503)})

@@ -9,11 +9,24 @@ run failed. Reading the same stream again gives the same events with the same
 numbers and bytes, so `starting_after=N` is the full stream with events 0..N left
 out. A run whose stream has expired is read back from Postgres as one SNAPSHOT
 entry: its whole text in one delta (so its numbering differs from the live one's).
+
+A stream whose entries were lost (a Redis restart without persistence) is written
+again from token 0 by a later attempt, coalesced differently and maybe sampled
+differently: event N of the lost life is not event N of the new one. So each life
+numbers its events after the opening ones from its own base, set by the attempt that
+wrote its first token (`LIFE_EVENTS` apart: a lost life's numbers are never the next
+one's), and a client resuming from another life's number is told to start over
+(`restarted`), never sent the new life's text after the old one's.
 """
 from chatsite.openai_api import responses_wire as wire
 from chatsite.runs.stream import codec
 
 OPENING_EVENTS = 4
+# The numbers one life of the stream has for its events after the opening ones: more than
+# a reply has tokens. Life a (its first token's attempt) starts at OPENING_EVENTS +
+# (a - 1) * LIFE_EVENTS, so life 1, nearly every run's only one, counts 0, 1, 2, ...
+LIFE_EVENTS = 1_000_000
+MAX_LIFE = 999  # numbers stay under 10**9, the most `starting_after` takes
 
 
 class ResponseEvents:
@@ -22,6 +35,7 @@ class ResponseEvents:
     def __init__(self, base: dict, run_id: int, *, logprobs: bool = False):
         self.base, self.run_id, self.item_id = base, run_id, wire.item_id(run_id)
         self.seq = 0
+        self.life: int | None = None  # the stream's life, once its first entry is read
         self.text = ""
         self.output_tokens = 0
         # The run asked for logprobs: the tokens' so far (each delta carries its own), else None.
@@ -46,6 +60,9 @@ class ResponseEvents:
 
     def feed(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
         """The events an entry of the run stream makes (none for an empty snapshot)."""
+        if self.life is None:  # the stream's first entry: a token's attempt names its life
+            self.life = min(entry.attempt, MAX_LIFE) if entry.type == codec.TOKEN else 1
+            self.seq += (self.life - 1) * LIFE_EVENTS
         if entry.type == codec.TOKEN:
             self.text += entry.text
             self.output_tokens += entry.n
@@ -79,6 +96,20 @@ class ResponseEvents:
             return []
         self.logprobs.extend(items)
         return wire.token_logprobs(items)
+
+    def holds(self, after: int) -> bool:
+        """Whether a client that had the events up to number `after` had them from this
+        life of the stream (an opening event is the same in every life). True until the
+        stream's first entry has been fed."""
+        return after < OPENING_EVENTS or self.life is None or (after - OPENING_EVENTS) // LIFE_EVENTS + 1 == self.life
+
+    def restarted(self) -> bytes:
+        """An `error` event for a client resuming from a number of another life of the
+        stream: what it has is not this response's text, so it starts over."""
+        return self._event("error", code="stream_restarted", param="starting_after",
+                           message=f"the events you had are gone: the response's stream was lost and is "
+                                   f"written again from the start; stream it again without starting_after, "
+                                   f"or GET /v1/responses/{self.base['id']}")[1]
 
     def broken(self, message: str, code: str = "stream_failed") -> bytes:
         """An `error` event: reading the stream failed, or the key was revoked meanwhile

@@ -155,7 +155,11 @@ async def _events(outlet: Outlet, run: GenerationRun, base: dict, *, after: int,
                 if batch is None:
                     yield wire.SSE_KEEPALIVE
                     continue
-                if out := [data for entry in batch for n, data in events.feed(entry) if n > after]:
+                fed = [event for entry in batch for event in events.feed(entry)]
+                if not events.holds(after):  # the client's events were of a lost life of the stream
+                    yield events.restarted()
+                    return
+                if out := [data for n, data in fed if n > after]:
                     yield b"".join(out)
     except Exception:  # Redis gone mid-stream: say so in the stream, then end it
         log.exception("response %s: streaming failed", run_id)

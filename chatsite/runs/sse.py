@@ -25,8 +25,9 @@ def frame(entry: Entry) -> bytes:
     if entry.type == codec.TOKEN:  # the hot path: a token frame without the generic encoder
         out = ('id: %s\nevent: token\ndata: {"seq": %d, "n": %d, "text": %s}\n\n'
                % (entry.id, entry.seq, entry.n, _json_str(entry.text))).encode()
-    elif entry.type == codec.SNAPSHOT:  # no id: the client's old ids are gone with the stream
-        out = f"event: snapshot\ndata: {json.dumps({'text': entry.text, 'n': entry.n})}\n\n".encode()
+    elif entry.type == codec.SNAPSHOT:  # its id, if any, is its last token's: a resume goes on after it
+        head = "" if entry.id == codec.NO_ID else f"id: {entry.id}\n"
+        out = f"{head}event: snapshot\ndata: {json.dumps({'text': entry.text, 'n': entry.n})}\n\n".encode()
     else:
         data = ({"finish_reason": entry.finish_reason, "usage": entry.usage} if entry.type == codec.DONE
                 else {"code": entry.code, "message": entry.message})

@@ -1,6 +1,8 @@
 """A stack of its own for fault injection: its own Redis server (with AOF, so a
 restart keeps the streams, as a production Redis for streams would), two web
 processes, two workers of the pool "faults", and beat sweeping every second."""
+import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -33,9 +35,15 @@ class RedisServer:
             self.proc.terminate() if sig == "term" else self.proc.kill()
             self.proc.wait(10)
 
+    def restart_empty(self):
+        """Killed and started again with nothing: a Redis without persistence restarting."""
+        self.stop("kill")
+        shutil.rmtree(self.dir)
+        os.mkdir(self.dir)
+        self.start()
+
     def pause(self, seconds: float):
         """Unreachable for a while: the process is stopped, connections hang."""
-        import os
         import signal
 
         os.kill(self.proc.pid, signal.SIGSTOP)

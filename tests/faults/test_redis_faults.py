@@ -55,3 +55,26 @@ def test_redis_unreachable_for_three_seconds(fault_stack, fault_redis, fault_red
     assert "error" not in box, box.get("error")
     saved = assert_nothing_lost(fault_redis_client, run["id"], box["result"].text)
     assert saved.status == "completed" and saved.completion_tokens == 300
+
+
+def test_redis_restarted_without_persistence_mid_run(fault_stack, fault_redis, fault_redis_client, chat, auth):
+    """Every entry lost: the run is written again from token 0 under new ids. The client
+    resumes by Last-Event-ID from before the restart and has its text replaced (a
+    `snapshot`), never added to: its text is the saved reply, no token twice."""
+    run, thread, box = start_run(fault_stack, auth, chat)
+    wait_entries(fault_redis_client, run["id"], 40)
+    fault_redis.restart_empty()
+    thread.join(120)
+    assert "error" not in box, box.get("error")
+    followed = box["result"]
+    saved = assert_nothing_lost(fault_redis_client, run["id"], followed.text)
+    assert saved.status == "completed" and saved.completion_tokens == 300 and saved.attempt >= 2
+    assert followed.reconnects >= 1 and "snapshot" in [e.event for e in followed.events]
+    have = 0
+    for e in followed.events:  # each token goes on where the text it is added to ends
+        if e.event == "snapshot":
+            have = e.data["n"]
+        elif e.event == "token":
+            assert e.data["seq"] == have, f"token {e.data['seq']} sent after {have} tokens"
+            have += e.data["n"]
+    assert have == 300

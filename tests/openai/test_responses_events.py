@@ -1,17 +1,17 @@
 """The numbering of a response's events, from run stream entries alone (no server)."""
 import json
 
-from chatsite.openai_api.responses_events import OPENING_EVENTS, ResponseEvents
+from chatsite.openai_api.responses_events import LIFE_EVENTS, OPENING_EVENTS, ResponseEvents
 from chatsite.runs.stream import codec
 
 BASE = {"id": "resp_7", "created_at": 1, "background": False, "instructions": None, "max_output_tokens": 10,
         "model": "flagship", "previous_response_id": None, "temperature": 0.7, "top_p": 1.0, "metadata": {}}
 
 
-def _tokens(*texts):
+def _tokens(*texts, attempt=1):
     out, seq = [], 0
     for i, text in enumerate(texts):
-        out.append(codec.Entry(f"{i + 1}-0", codec.TOKEN, seq=seq, n=2, text=text, attempt=1))
+        out.append(codec.Entry(f"{i + 1}-0", codec.TOKEN, seq=seq, n=2, text=text, attempt=attempt))
         seq += 2
     return out
 
@@ -57,3 +57,24 @@ def test_a_snapshot_is_the_whole_text_in_one_delta_and_a_background_one_opens_qu
     assert decoded[0]["response"]["status"] == "queued" and decoded[1]["response"]["status"] == "in_progress"
     assert [e["delta"] for e in decoded if e["type"] == "response.output_text.delta"] == ["Hello there"]
     assert decoded[-1]["response"]["usage"]["output_tokens"] == 4 and len(decoded) == OPENING_EVENTS + 1 + 4
+
+
+def test_a_stream_written_again_after_a_loss_numbers_apart_and_knows_a_lost_lifes_numbers():
+    """Its entries lost, a run's stream is written again from token 0 by a later attempt,
+    in other entries: the new life's events after the opening ones are numbered from its
+    own base, and a number of the lost life is recognised as not this stream's."""
+    done = codec.done_entry(finish_reason="stop", prompt_tokens=3, completion_tokens=4)
+    lost = ResponseEvents(BASE, 7)
+    lost_numbers = [n for n, _ in lost.opening() + [e for entry in _tokens("Hel", "lo th") for e in lost.feed(entry)]]
+    assert lost_numbers == list(range(OPENING_EVENTS + 2))
+    again = ResponseEvents(BASE, 7)
+    events = again.opening() + [e for entry in _tokens("Hello", " there", attempt=2) + [done]
+                                for e in again.feed(entry)]
+    numbers = [n for n, _ in events]
+    base = OPENING_EVENTS + LIFE_EVENTS
+    assert numbers == list(range(OPENING_EVENTS)) + list(range(base, base + 2 + 4))
+    assert [e["sequence_number"] for e in _decoded(events)] == numbers
+    assert [again.holds(n) for n in lost_numbers] == [True] * OPENING_EVENTS + [False, False]
+    assert all(again.holds(n) for n in numbers) and all(lost.holds(n) for n in lost_numbers)
+    told = json.loads(again.restarted().split(b"\ndata: ", 1)[1])
+    assert told["type"] == "error" and told["code"] == "stream_restarted" and told["param"] == "starting_after"

@@ -20,8 +20,9 @@ import re
 TOKEN = "token"
 DONE = "done"
 ERROR = "error"
-# Follower output only, never in Redis: the whole saved reply of a finished run whose
-# stream has expired (it replaces whatever a client had shown).
+# Follower output only, never in Redis: the whole reply so far, which replaces whatever a
+# client had shown (a finished run whose stream has expired, from Postgres; or a client
+# resuming from a position the stream no longer holds, see follow.py).
 SNAPSHOT = "snapshot"
 TERMINAL_TYPES = (DONE, ERROR)
 
@@ -154,8 +155,10 @@ def error_entry(*, code: str, message: str, entry_id: str = NO_ID) -> Entry:
     return Entry(entry_id, ERROR, code=code, message=message)
 
 
-def snapshot_entry(*, text: str, n: int, logprobs: list | None = None) -> Entry:
-    return Entry(NO_ID, SNAPSHOT, seq=0, n=n, text=text, logprobs=logprobs)
+def snapshot_entry(*, text: str, n: int, logprobs: list | None = None, entry_id: str = NO_ID) -> Entry:
+    """The reply's first `n` tokens, in place of what a client had. `entry_id`: the stream
+    id of the last token entry it covers (a client resumes after it), NO_ID for none."""
+    return Entry(entry_id, SNAPSHOT, seq=0, n=n, text=text, logprobs=logprobs)
 
 
 # --- the seq rule -------------------------------------------------------------

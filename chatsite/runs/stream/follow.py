@@ -2,9 +2,11 @@
 
 REST SSE, the web page (through REST SSE) and the OpenAI-compatible endpoints all
 format what `follow()` yields, so the rules live here once: resume after the
-client's Last-Event-ID, skip repeated tokens and end at a gap (codec.SeqCursor),
-hand back the terminal entry to a client that already had it, and replay a finished
-run whose stream has expired from Postgres. Reading never starts or cancels a run.
+client's Last-Event-ID, or replace what the client has when the stream no longer
+holds that id (its entries were lost and written again), skip repeated tokens and end
+at a gap (codec.SeqCursor), hand back the terminal entry to a client that already had
+it, and replay a finished run whose stream has expired from Postgres. Reading never
+starts or cancels a run.
 """
 from collections.abc import AsyncIterator
 
@@ -17,15 +19,18 @@ from chatsite.runs.stream import codec
 from chatsite.runs.stream.codec import GAP, REPEAT, TOKEN, Entry, SeqCursor
 from chatsite.runs.stream.finished import finished_entries
 from chatsite.runs.stream.hub import get_hub
+from chatsite.runs.stream.log import rebuild
 
 
 async def follow(run_id: int, *, after: str | None = None, keepalive: float | None = None,
                  fresh: bool = False, wait=None) -> AsyncIterator[list[Entry] | None]:
     """Batches of entries the client has not seen, the terminal entry last, then the end.
 
-    `after` is the client's Last-Event-ID (None: from the start). Yields None after
-    each quiet `keepalive` interval (default SSE_KEEPALIVE_SECONDS), so a streaming
-    caller can send a keep-alive and a dropped client is noticed. A batch may hold a
+    `after` is the client's Last-Event-ID (None: from the start); if the stream does not
+    hold it, the first batch is a SNAPSHOT of the reply so far, which replaces what the
+    client has, then the rest follows as usual. Yields None after each quiet
+    `keepalive` interval (default SSE_KEEPALIVE_SECONDS), so a streaming caller can
+    send a keep-alive and a dropped client is noticed. A batch may hold a
     SNAPSHOT entry (an expired finished run's whole text, from Postgres) before the
     terminal. `fresh`: the caller knows the run is younger than the stream TTL, so
     its stream cannot have expired yet (no Postgres read at the start). `wait(sub,
@@ -39,14 +44,15 @@ async def follow(run_id: int, *, after: str | None = None, keepalive: float | No
         yield finished
         return
     cursor = SeqCursor()
-    if after is not None and after != codec.NO_ID:
-        had, ended = await _position(r, key, after)
-        if ended is not None:  # the client had the end (or dropped as it came): say it again
-            yield [ended]
-            return
-        cursor.have = had
+    since = after or codec.NO_ID
+    if since != codec.NO_ID:
+        said, cursor.have, since = await _resume(r, key, run_id, since)
+        if said:
+            yield said
+            if said[-1].is_terminal:
+                return
     hub = get_hub()
-    sub = await hub.subscribe(key, after or codec.NO_ID, decode=codec.decode_flat)
+    sub = await hub.subscribe(key, since, decode=codec.decode_flat)
     try:
         while True:
             batch = await (sub.next(keepalive) if wait is None else wait(sub, keepalive))
@@ -88,12 +94,31 @@ async def _expired(r, key: str, run_id: int) -> list[Entry] | None:
     return finished
 
 
-async def _position(r, key: str, after: str) -> tuple[int, Entry | None]:
-    """How many tokens the client had at stream id `after`, and the terminal entry if
-    the client is at or past it."""
-    for entry_id, fields in await r.xrevrange(key, max=after, count=1):
-        entry = codec.decode(entry_id, fields)
-        if entry.is_terminal:
-            return 0, entry
-        return entry.seq + entry.n, None
-    return 0, None
+async def _resume(r, key: str, run_id: int, after: str) -> tuple[list[Entry], int, str]:
+    """Where a client resuming after stream id `after` stands: what it is told first (the
+    end again, to a client that had it or dropped as it came; a SNAPSHOT replacing its
+    text), how many tokens it then has, and the stream id to follow on from.
+
+    A stream id names a position in one life of the stream: Redis makes ids from its
+    clock, so a stream written again after its entries were lost (a Redis restart
+    without persistence: the run starts over at token 0) never holds an id of the old
+    one. An id the stream does not hold means the client's text is not (or no longer)
+    this stream's: it is replaced, never added to."""
+    for entry_id, fields in await r.xrange(key, min=after, max=after, count=1):
+        at = codec.decode(entry_id, fields)
+        return ([at], 0, after) if at.is_terminal else ([], at.seq + at.n, after)
+    replaced = await _replacement(r, key, run_id)
+    return replaced, replaced[0].n, replaced[0].id
+
+
+async def _replacement(r, key: str, run_id: int) -> list[Entry]:
+    """The reply so far as a SNAPSHOT that replaces what the client has (resumable after
+    its last token entry), then the end if the stream has one; a finished run whose
+    stream is gone comes from Postgres."""
+    raw = await r.xrange(key)
+    if not raw and (finished := await _expired(r, key, run_id)) is not None:
+        return finished
+    reply = rebuild([codec.decode(entry_id, fields) for entry_id, fields in raw])
+    snapshot = codec.snapshot_entry(text=reply.text, n=reply.completion_tokens, logprobs=reply.logprobs,
+                                    entry_id=reply.last_token_id or codec.NO_ID)
+    return [snapshot] if reply.end is None else [snapshot, reply.end]
