@@ -92,6 +92,12 @@ def revoked(kind: str, ident: str) -> str:
     return f"revoked:{kind}:{ident}"
 
 
+def revocations_loaded() -> str:
+    """Present while Redis holds every revocation marker Postgres records (set after a
+    rebuild; gone with a Redis that lost its data)."""
+    return "revoked:loaded"
+
+
 def sse_streams(tenant_id: int, user_id: int) -> str:
     """Sorted set of one user's open SSE streams in a tenant (score: when the entry expires)."""
     return f"sse:{tenant_id}:{user_id}:streams"

@@ -57,3 +57,21 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class Revocation(models.Model):
+    """Access through a principal ended (chatsite.tenancy.revocation): the durable record.
+    Redis holds the markers open streams check; after Redis lost them (a restart without
+    persistence) they are written again from these rows, before any stream is let through."""
+
+    kind = models.CharField(max_length=10)
+    ident = models.CharField(max_length=80)
+    revoked_at = models.DateTimeField()
+    permanent = models.BooleanField(default=False, help_text="Never granted again (keys, sessions, chats).")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "ident"], name="one_revocation_per_principal")]
+        indexes = [models.Index(fields=["revoked_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.ident} at {self.revoked_at:%Y-%m-%d %H:%M:%S}"

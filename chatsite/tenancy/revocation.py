@@ -1,13 +1,20 @@
 """Revocation markers: how an open SSE stream (or an events token) learns, without
 the database, that the access it was opened with has ended.
 
-Each way in is a principal: an API key, a signed-in session, a user's membership
-of a tenant, the user, the tenant, and the chat the run belongs to. Ending one
-(revoking a key, signing out, removing a membership, deactivating a user or a
-tenant, deleting a chat) writes `revoked:{kind}:{id}` in Redis, after the
-database change commits. The value is when it happened, so a stream or token
-granted before then is cut off while one granted after (a member added back)
-is not; keys, sessions and chats never come back, so theirs is PERMANENT.
+Each way in is a principal: an API key, a signed-in session, a user's sessions (all
+of them: a password change), a user's membership of a tenant, the user, the tenant,
+and the chat the run belongs to. Ending one (revoking a key, signing out, changing a
+password, removing a membership, deactivating a user or a tenant, deleting a chat)
+records it in Postgres, in the transaction of the change (a Revocation row, the
+durable record), and writes `revoked:{kind}:{id}` in Redis after it commits. The
+value is when it happened, so a stream or token granted before then is cut off while
+one granted after (a member added back, a session signed in after the change) is
+not; keys, sessions and chats never come back, so theirs is PERMANENT.
+
+Redis is a cache of those rows: `revoked:loaded` is set once it holds them all. A
+Redis that lost its data (restarted without persistence) has no such key, and the
+first stream to notice writes every marker again from Postgres (`revocations_reload`)
+before it lets anyone through.
 
 A `Grant` is what a stream carries: the run, the tenant and user it was granted
 to, the credential (key or session) and when. Streams check their grant's
@@ -19,16 +26,18 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.conf import settings
 from django.db import transaction
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
+from chatsite.tenancy.models import Revocation
 
 log = logging.getLogger(__name__)
 
-KEY, SESSION, MEMBER, USER, TENANT, CHAT = "key", "session", "member", "user", "tenant", "chat"
+KEY, SESSION, SESSIONS, MEMBER, USER, TENANT, CHAT = "key", "session", "sessions", "member", "user", "tenant", "chat"
 PERMANENT = "permanent"
 # Hosts' clocks differ a little: a grant made this soon before a revocation counts as made after it.
 CLOCK_SKEW_SECONDS = 1.0
@@ -64,6 +73,8 @@ class Grant:
                 redis_keys.revoked(USER, str(self.user_id)), redis_keys.revoked(TENANT, str(self.tenant_id))]
         if self.credential:
             keys.append(redis_keys.revoked(*self.credential.split(":", 1)))
+            if self.credential.startswith(SESSION + ":"):  # every session of the user (a password change)
+                keys.append(redis_keys.revoked(SESSIONS, str(self.user_id)))
         return keys
 
     def expired(self, now: float | None = None) -> bool:
@@ -72,21 +83,52 @@ class Grant:
 
 
 def principal_revoke(*, kind: str, ident, permanent: bool = False) -> None:
-    """Record that access through this principal ended now (after the current
-    transaction commits). Open streams granted through it close within
-    SSE_REVOCATION_CHECK_SECONDS; events tokens issued before now stop working.
-    A Redis failure is logged, not raised: the database change stands, and the
-    streams still end when their runs do."""
-    key = redis_keys.revoked(kind, str(ident))
-    value = PERMANENT if permanent else repr(time.time())
+    """Record that access through this principal ended now: in Postgres at once (with
+    the caller's transaction), in Redis after it commits. Open streams granted through
+    it close within SSE_REVOCATION_CHECK_SECONDS; events tokens issued before now stop
+    working. A Redis failure is logged, not raised: the row stands, and streams learn
+    it when the markers are next rebuilt, or when their runs end."""
+    now = time.time()
+    at = datetime.fromtimestamp(now, tz=dt_timezone.utc)
+    Revocation.objects.filter(revoked_at__lt=at - timedelta(seconds=_ttl())).delete()  # past what Redis keeps
+    Revocation.objects.update_or_create(kind=kind, ident=str(ident), defaults={"revoked_at": at,
+                                                                              "permanent": permanent})
+    key, value = redis_keys.revoked(kind, str(ident)), _value(permanent, now)
 
     def write():
         try:
-            get_redis().set(key, value, ex=settings.CHATSITE["REVOCATION_TTL_SECONDS"])
+            get_redis().set(key, value, ex=_ttl())
         except Exception:
-            log.exception("could not record the revocation %s; open streams of it run until their runs end", key)
+            log.exception("could not record the revocation %s in Redis; streams learn it at the next rebuild", key)
 
     transaction.on_commit(write)
+
+
+def _ttl() -> int:
+    return settings.CHATSITE["REVOCATION_TTL_SECONDS"]
+
+
+def _value(permanent: bool, at: float) -> str:
+    return PERMANENT if permanent else repr(at)
+
+
+def revocations_reload() -> int:
+    """Write every marker Postgres records (those younger than REVOCATION_TTL_SECONDS)
+    into Redis with the rest of its time, then `revoked:loaded`; returns how many. Run
+    when Redis has lost them (a stream found `revoked:loaded` missing); idempotent, so
+    several processes may run it at once."""
+    now = time.time()
+    cutoff = datetime.fromtimestamp(now - _ttl(), tz=dt_timezone.utc)
+    rows = list(Revocation.objects.filter(revoked_at__gt=cutoff).values_list("kind", "ident", "revoked_at",
+                                                                              "permanent"))
+    pipe = get_redis().pipeline(transaction=False)
+    for kind, ident, at, permanent in rows:
+        left = max(1, int(at.timestamp() + _ttl() - now))
+        pipe.set(redis_keys.revoked(kind, ident), _value(permanent, at.timestamp()), ex=left)
+    pipe.set(redis_keys.revocations_loaded(), "1")
+    pipe.execute()
+    log.warning("revocation markers written again from Postgres (%d): Redis had lost them", len(rows))
+    return len(rows)
 
 
 def is_revoked(value: str | None, since: float) -> bool:

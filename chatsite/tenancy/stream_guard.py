@@ -8,7 +8,9 @@ without closing it frees its slot within SLOT_TTL seconds.
 
 Every SSE_REVOCATION_CHECK_SECONDS (whether tokens flow or the run is quiet) the
 stream refreshes its slot and reads its grant's revocation markers in the same
-single Redis call; a revoked (or too old) grant ends the stream. No database.
+single Redis call; a revoked (or too old) grant ends the stream. No database, unless
+that call finds that Redis lost the markers (no `revoked:loaded`): they are written
+again from Postgres first (revocation.revocations_reload), and read again.
 
 A request that waits for a whole reply holds no slot (`StreamGuard.watching`): it
 only checks its grant's markers, at the same interval.
@@ -30,7 +32,9 @@ from django.conf import settings
 from chatsite import redis_keys
 from chatsite.errors import RateLimited
 from chatsite.redis_client import get_async_redis, get_redis
-from chatsite.tenancy.revocation import Grant, is_revoked
+from channels.db import database_sync_to_async
+
+from chatsite.tenancy.revocation import Grant, is_revoked, revocations_reload
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +86,7 @@ class StreamGuard:
         self.grant = grant
         self._slot_id = slot_id  # None: a watch only, no slot
         self._slots_key = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
-        self._markers = grant.marker_keys()
+        self._markers = [*grant.marker_keys(), redis_keys.revocations_loaded()]
         self._next_check = time.monotonic() + check_seconds()
         self._closed = slot_id is None
 
@@ -92,19 +96,30 @@ class StreamGuard:
                 now, now + slot_ttl(), self._slot_id or "", cap, slot_ttl())
 
     async def _call(self, cap: int) -> list:
-        return await get_async_redis().eval(*self._args(cap))
+        out = await get_async_redis().eval(*self._args(cap))
+        if out[0] != -1 and out[-1] is None:  # Redis lost the markers: rebuilt, then read again
+            await database_sync_to_async(revocations_reload)()
+            out = await get_async_redis().eval(*self._args(0 if cap > 0 else cap))
+        return out
+
+    def _call_sync(self, cap: int) -> list:
+        out = get_redis().eval(*self._args(cap))
+        if out[0] != -1 and out[-1] is None:
+            revocations_reload()
+            out = get_redis().eval(*self._args(0 if cap > 0 else cap))
+        return out
 
     def regrant(self, grant: Grant) -> None:
         """Watch `grant` from now on (the same user's, for the same slot): a stream opened
         before its run existed learns the run's chat once it was admitted."""
-        self.grant, self._markers = grant, grant.marker_keys()
+        self.grant, self._markers = grant, [*grant.marker_keys(), redis_keys.revocations_loaded()]
 
     @classmethod
     def admit_sync(cls, grant: Grant) -> "StreamGuard | None":
         """admit(), from a request's thread (sync Redis): the slot taken before the request
         admits its run, so a refused stream admits nothing."""
         guard = cls(grant, uuid.uuid4().hex)
-        status, *markers = get_redis().eval(*guard._args(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"]))
+        status, *markers = guard._call_sync(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"])
         if status == -1:
             raise _too_many()
         if not guard._allowed(markers):
@@ -128,7 +143,9 @@ class StreamGuard:
             get_redis().zrem(self._slots_key, self._slot_id)
 
     def _allowed(self, markers: list) -> bool:
-        return not self.grant.expired() and not any(is_revoked(v, self.grant.since) for v in markers)
+        """Whether the grant stands, from the script's marker values (the last one is
+        `revoked:loaded`'s)."""
+        return not self.grant.expired() and not any(is_revoked(v, self.grant.since) for v in markers[:-1])
 
     @classmethod
     async def admit(cls, grant: Grant) -> "StreamGuard | None":

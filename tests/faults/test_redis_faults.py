@@ -78,3 +78,23 @@ def test_redis_restarted_without_persistence_mid_run(fault_stack, fault_redis, f
             assert e.data["seq"] == have, f"token {e.data['seq']} sent after {have} tokens"
             have += e.data["n"]
     assert have == 300
+
+
+def test_a_revocation_outlives_a_redis_restart_without_persistence(fault_stack, fault_redis, fault_redis_client,
+                                                                    chat, auth):
+    """Issue 44 item 5: an events token of a revoked key was refused before a Redis restart
+    and streamed the run again after it (the markers lived only in Redis). They are kept in
+    Postgres, and written again into a Redis that lost them before any stream is let through."""
+    base = fault_stack["webs"][0]
+    run, thread, _ = start_run(fault_stack, auth, chat, tokens=20)
+    thread.join(60)
+    token_url = base + run["events_url"]
+    assert httpx.get(token_url, timeout=10).status_code == 200  # the token streams the finished run
+    key_id = httpx.get(f"{base}/api/keys/", headers=auth, timeout=10).json()[0]["id"]
+    assert httpx.delete(f"{base}/api/keys/{key_id}/", headers=auth, timeout=10).status_code == 200
+    assert httpx.get(token_url, timeout=10).status_code == 401
+    fault_redis.restart_empty()  # every marker, the run's stream and the slots are gone
+    assert fault_redis_client.keys("revoked:*") == []
+    resp = httpx.get(token_url, timeout=10)
+    assert resp.status_code == 401 and resp.json()["error"]["code"] == "not_authenticated", resp.text
+    assert fault_redis_client.get("revoked:loaded") == "1"  # the markers were written again from Postgres
