@@ -8,7 +8,12 @@ spools it to a temporary file. Under daphne the body arrives even earlier, in
 Twisted, which would buffer it whole before the application sees the request:
 chatsite.daphne_edge applies the same limit there, with the same answer.
 """
+import json
+
 from django.conf import settings
+
+from chatsite.errors import error_body_for
+from chatsite.json_body import too_large_message
 
 REFUSED_BODY = {"type": "http.disconnect"}  # what the application reads after a refusal
 
@@ -19,11 +24,8 @@ def body_limit() -> int | None:
 
 def too_large_response(path: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The 413 (status, headers, body), in the error shape of the URL's API."""
-    from chatsite.api.errors import edge_error, too_large_message
-
-    response = edge_error(path, 413, "request_too_large", too_large_message())
-    body = response.content
-    headers = [(b"Content-Type", response["Content-Type"].encode()), (b"Content-Length", str(len(body)).encode()),
+    body = json.dumps(error_body_for(path, 413, "request_too_large", too_large_message())).encode()
+    headers = [(b"Content-Type", b"application/json"), (b"Content-Length", str(len(body)).encode()),
                (b"Connection", b"close")]
     return 413, headers, body
 

@@ -1,4 +1,10 @@
-"""Typed errors a user can cause; the API turns each into one JSON error shape."""
+"""Typed errors a user can cause; the API turns each into one JSON error shape. And the
+errors of a backing store briefly away, which every surface answers 503 + Retry-After."""
+import redis
+from django.db import InterfaceError, OperationalError
+
+# Postgres or Redis away for a moment (a restart, a partition): the client should retry.
+UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError)
 
 
 class ServiceError(Exception):
@@ -52,3 +58,34 @@ class Overloaded(ServiceError):
 
     status = 503
     code = "overloaded"
+
+
+# The two wire shapes of an error: the REST API's, and OpenAI's under /v1/.
+OPENAI_PREFIX = "/v1/"
+OPENAI_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict:
+    """The REST API's: `{"error": {"code", "message"[, "field"]}}`."""
+    err = {"code": code, "message": message}
+    if field:
+        err["field"] = field
+    return {"error": err}
+
+
+def openai_error_type(status: int) -> str:
+    if status >= 500:
+        return "server_error"
+    return OPENAI_TYPES.get(status, "invalid_request_error")
+
+
+def openai_error_body(status: int, code: str | None, message: str, param: str | None = None) -> dict:
+    """OpenAI's: `{"error": {"message", "type", "param", "code"}}`."""
+    return {"error": {"message": message, "type": openai_error_type(status), "param": param, "code": code}}
+
+
+def error_body_for(path: str, status: int, code: str, message: str, field: str | None = None) -> dict:
+    """An error in the shape the URL's API uses."""
+    if path.startswith(OPENAI_PREFIX):
+        return openai_error_body(status, code, message, field)
+    return error_body(code, message, field)

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "chatsite.chats",
     "chatsite.runs",
     "chatsite.quotas",
+    "chatsite.metrics",
     "chatsite.api",
     "chatsite.openai_api",
     "chatsite.web",
@@ -141,7 +142,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024  # a bigger body is refused with 413
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "chatsite.tenancy.auth.ApiKeyAuthentication",
+        "chatsite.runs.admission.credentials.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -2,9 +2,11 @@
 message's tier (chatsite.runs.fair_queue), not necessarily the run the message names.
 
 A worker runs WORKER_SLOTS + WORKER_RESERVE_SLOTS threads, and no tenant holds more than
-WORKER_SLOTS of its fair-picked runs at once: a tenant that fills the slots alone keeps
-the throughput it had, and the reserve threads wait (blocked on the fair queue's bell) for another
-tenant's run, which then starts at once instead of after one of the first tenant's ends.
+WORKER_SLOTS of its runs at once, fair-picked or sent to the worker's own queue (a chat's
+next turn, a completion's n choices pinned together: each choice counts as a run): a
+tenant that fills the slots alone keeps the throughput it had, and the reserve threads
+wait (blocked on the fair queue's bell) for another tenant's run, which then starts at
+once instead of after one of the first tenant's ends.
 """
 import logging
 import threading
@@ -15,6 +17,8 @@ from django.conf import settings
 
 from chatsite import stage_trace
 from chatsite.runs import fair_queue
+from chatsite.runs.dispatch import run_requeue
+from chatsite.runs.models import GenerationRun
 from workers.generation import claim_timed, finish_unclaimed, generate, generate_claimed
 from workers.runtime import Runtime
 
@@ -42,6 +46,14 @@ class _Held:
             if isinstance(picked, fair_queue.Picked):
                 self.runs[picked.tenant_id] += 1
             return picked
+
+    def take(self, tenant_id: int, cap: int) -> bool:
+        """Count a run of `tenant_id` as held, unless the tenant holds `cap` already."""
+        with self.lock:
+            if self.runs[tenant_id] >= cap:
+                return False
+            self.runs[tenant_id] += 1
+            return True
 
     def release(self, tenant_id: int) -> None:
         with self.lock:
@@ -84,6 +96,19 @@ def generate_next(rt: Runtime, *, tier: str, woken_by: int) -> str:
             return outcome
         skips += 1
     return generate(rt, woken_by)
+
+
+def generate_pinned(rt: Runtime, *, run_id: int, tenant_id: int) -> str:
+    """A run sent to this worker's own queue: generated here in its tenant's share of the
+    worker's threads; past that share it goes to the pool's fair queue instead (where it
+    waits its tenant's turn), so the reserve threads stay free for other tenants."""
+    if not held.take(tenant_id, tenant_cap()):
+        run_requeue(run_id=run_id, pool=rt.pool.name, tier=GenerationRun.Tier.INTERACTIVE, tenant_id=tenant_id)
+        return "requeued"
+    try:
+        return generate(rt, run_id)
+    finally:
+        held.release(tenant_id)
 
 
 def _serve(rt: Runtime, tier: str, picked: fair_queue.Picked) -> str | None:

@@ -6,7 +6,7 @@ from celery.signals import task_postrun, task_received
 from django.db import reset_queries
 
 from chatsite import stage_trace
-from chatsite.pools.scaling import pools_record_recommendations
+from chatsite.metrics.scaling import pools_record_recommendations
 from chatsite.runs.queues import GENERATE_TASK
 from chatsite.runs.services.sweep import runs_sweep
 from workers import runtime
@@ -29,20 +29,24 @@ if stage_trace.enabled():  # bench.probe_ttft --stages: when Celery's consumer t
 
 
 @app.task(name=GENERATE_TASK, acks_late=True, reject_on_worker_lost=True)
-def generate_run(run_id: int, tier: str | None = None) -> str:
+def generate_run(run_id: int, tier: str | None = None, tenant: int | None = None) -> str:
     """Generate one run on this worker's engine. Idempotent: safe to deliver twice.
     With `tier` the message is a wake-up: it serves the fair next run of this worker's
-    pool and that tier (workers.fair_pick); without, the run it names."""
-    from workers.fair_pick import generate_next
+    pool and that tier (workers.fair_pick); without, the run it names, sent to this
+    worker's own queue (its chat's prefix is cached here), in `tenant`'s share of the
+    worker's threads."""
+    from workers.fair_pick import generate_next, generate_pinned
     from workers.generation import generate
 
     stage_trace.mark("worker.task")
     rt = runtime.current()
     if rt is None or rt.draining:
         raise Reject("this worker has no engine taking work", requeue=True)
-    if tier is None:
-        return generate(rt, int(run_id))
-    return generate_next(rt, tier=tier, woken_by=int(run_id))
+    if tier is not None:
+        return generate_next(rt, tier=tier, woken_by=int(run_id))
+    if tenant is not None:
+        return generate_pinned(rt, run_id=int(run_id), tenant_id=int(tenant))
+    return generate(rt, int(run_id))
 
 
 @app.task(name="workers.sweep_runs")

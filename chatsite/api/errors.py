@@ -6,43 +6,22 @@ Under /v1/ (the OpenAI-compatible API) the same errors use OpenAI's shape,
 """
 import logging
 
-import redis
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exc
 from rest_framework.response import Response
 
-from chatsite.errors import ServiceError
+from chatsite.errors import UNAVAILABLE, ServiceError, error_body, error_body_for
+from chatsite.json_body import too_large_message
 
 log = logging.getLogger(__name__)
 
-OPENAI_PREFIX = "/v1/"
-
-
-def error_body(code: str, message: str, field: str | None = None) -> dict:
-    err = {"code": code, "message": message}
-    if field:
-        err["field"] = field
-    return {"error": err}
-
-
-def too_large_message() -> str:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return f"the request body is too large; the limit is {limit} bytes ({limit // 1024} KiB)"
 
 
 def edge_error(path: str, status: int, code: str, message: str, field: str | None = None,
                headers: dict | None = None) -> JsonResponse:
     """An error response in the shape the URL's API uses (REST or OpenAI)."""
-    if path.startswith(OPENAI_PREFIX):
-        from chatsite.openai_api.errors import openai_error_body
-
-        body = openai_error_body(status, code, message, field)
-    else:
-        body = error_body(code, message, field)
-    response = JsonResponse(body, status=status)
+    response = JsonResponse(error_body_for(path, status, code, message, field), status=status)
     for name, value in (headers or {}).items():
         response[name] = value
     return response
@@ -99,7 +78,7 @@ def exception_handler(exc, context):
         return Response(error_body("permission_denied", "you may not do this"), status=403)
     if isinstance(exc, drf_exc.APIException):
         return _drf_error(exc, context.get("request"), context.get("view"))
-    if isinstance(exc, (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, UNAVAILABLE):
         log.warning("backing store unavailable: %s", exc)  # Postgres or Redis restarting: nothing was written
         return Response(error_body("service_unavailable", "the service is briefly unavailable; nothing was saved, "
                                    "try again in a few seconds"), status=503, headers={"Retry-After": "5"})

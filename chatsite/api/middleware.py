@@ -10,7 +10,8 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.urls import is_valid_path
 
-from chatsite.api.errors import edge_error, too_large_message
+from chatsite.api.errors import edge_error
+from chatsite.json_body import too_large_message
 
 API_PREFIXES = ("/api/", "/v1/")
 KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")

@@ -31,7 +31,7 @@ def errors(*statuses: int) -> dict:
 
 
 class BearerKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "chatsite.tenancy.auth.ApiKeyAuthentication"
+    target_class = "chatsite.runs.admission.credentials.ApiKeyAuthentication"
     name = "bearerKey"
 
     def get_security_definition(self, auto_schema):

@@ -115,7 +115,8 @@ class MessageSerializer(serializers.ModelSerializer):
         child=serializers.IntegerField(), help_text="The ids of this turn's versions (this message and its "
         "siblings: regenerated replies, edited messages), oldest first; POST .../select to show another."))
     def get_versions(self, msg) -> list[int]:
-        return getattr(msg, "versions", None) or [msg.pk]
+        """From the context's {message id: versions} (chatsite.chats.selectors.versions_of)."""
+        return self.context.get("versions", {}).get(msg.pk) or [msg.pk]
 
     @extend_schema_field(RunSerializer(allow_null=True))
     def get_run(self, msg):

@@ -13,15 +13,19 @@ from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.pagination import PAGE_PARAMETERS, paginate
 from chatsite.api.streamed import streamed, wants_stream
-from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, STREAMED, posted
+from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, STREAMED, caller, posted
 from chatsite.chats import export
 from chatsite.chats.selectors import chat_get, chat_search, chats_for
-from chatsite.chats.services import UNSET, chat_create, chat_delete, chat_update
-from chatsite.chats.start import chat_start
+from chatsite.chats.services import UNSET, chat_create, chat_update
+from chatsite.runs.services.chat_edits import chat_delete
 from chatsite.errors import InvalidInput
+from chatsite.runs.admission import Ask, NewChat, Send, run_admit
+from chatsite.runs.models import GenerationRun
 
 TAGS = ["chats"]
 SETTINGS = ("system_prompt", "temperature", "max_tokens")
+# What a first message may carry: what POST .../messages/ takes.
+MESSAGE_FIELDS = ("content", "model", "max_tokens", "temperature", "top_p", "stop", "seed", "ignore_eos", "tier")
 LIST_PARAMETERS = PAGE_PARAMETERS + [
     OpenApiParameter("listed", {"type": "boolean"}, description="true: only the chats the web chat list shows "
                      "(not those the OpenAI-compatible API made); false: only those."),
@@ -44,6 +48,24 @@ def _keyset(request, chats):
     if when is None or not pk.isdigit():
         raise InvalidInput("before must be '<updated_at>,<id>' of a chat, as the next link gives it", field="before")
     return chats.filter(updated_at__lte=when).exclude(updated_at=when, id__gte=int(pk)), True
+
+
+def _start(view, data: dict):
+    """A new chat and its first message, in one transaction (the door's NewChat): a refused
+    message writes nothing, the chat included, and its errors name `message.<field>`."""
+    message = data["message"]
+    if not isinstance(message, dict):
+        raise InvalidInput('message must be an object, e.g. {"content": "Hello"}', field="message")
+    if "priority" in message:  # as a message POST refuses it
+        raise InvalidInput('priority is now called tier: send "tier": "interactive" or "batch"',
+                           field="message.priority")
+    settings = {name: value for name, value in _settings(data).items()}
+    where = NewChat(model=data.get("model"), title=data.get("title"), **settings)
+    sampling = {name: message.get(name) for name in MESSAGE_FIELDS if name not in ("content", "tier", "model")}
+    ask = Ask(caller=caller(view), where=where, turn=Send(message.get("content")), source=GenerationRun.Source.API,
+              tier=message.get("tier", "interactive"), model=message.get("model"), sampling=sampling,
+              idempotency_key=view.request.headers.get("Idempotency-Key", ""), turn_field_prefix="message.")
+    return run_admit(ask)
 
 
 class ChatListView(TenantScoped, APIView):
@@ -84,13 +106,11 @@ class ChatListView(TenantScoped, APIView):
         data = self.body()
         if "message" in data:
             stream = wants_stream(data)  # checked before anything is written
-            started = chat_start(tenant=self.tenant, owner=request.user, model=data.get("model"),
-                                 title=data.get("title"), message=data["message"],
-                                 idempotency_key=request.headers.get("Idempotency-Key", ""), **_settings(data))
-            chat, run = started.run.chat, started.run
-            # A chat just made holds only this turn: admission set its messages' versions (none but themselves).
-            answer = {**s.ChatSerializer(chat).data, **posted(chat, run)}
-            return streamed(request, run, answer) if stream else Response(answer, status=status.HTTP_201_CREATED)
+            admitted = _start(self, data)
+            answer = {**s.ChatSerializer(admitted.chat).data, **posted(admitted)}
+            if stream:
+                return streamed(request, admitted.run, answer)
+            return Response(answer, status=status.HTTP_201_CREATED)
         if wants_stream(data):
             raise InvalidInput("stream streams the reply to the chat's first message: send it as `message`",
                                field="stream")

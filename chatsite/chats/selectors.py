@@ -3,15 +3,11 @@ import re
 from dataclasses import dataclass
 
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchVector
-from django.db import connection
 from django.db.models import OuterRef, Q, Subquery
 
 from chatsite.chats import tree
 from chatsite.chats.models import SEARCH_CONFIG, Chat, Message
 from chatsite.errors import InvalidInput, NotFound
-from chatsite.pools.models import ModelPool
-from chatsite.rows import Columns, fetch_one, prepared, split
-from chatsite.runs.selectors import keep_queue_read, queue_lateral
 
 MAX_QUERY_CHARS = 200
 HIGHLIGHT = ("\u2063[", "]\u2063")  # marks around matches in a snippet (invisible separators, never in text)
@@ -26,43 +22,20 @@ def listed_chats_for(*, tenant, user):
     return chats_for(tenant=tenant, user=user).filter(listed=True)
 
 
-_CHAT, _POOL = Columns(Chat, "c"), Columns(ModelPool, "p")
-# The chat by its key alone, then checked for tenant and owner: given all three at once,
-# the planner may take the (tenant, owner, updated_at) index, whose estimate ties with
-# the key's when its statistics lag, and read every chat of the user (here 5 ms a
-# statement at 4,000 chats, the largest item of a message's Postgres time).
-_BY_KEY = f'WITH c AS MATERIALIZED (SELECT * FROM "{_CHAT.table}" WHERE id = %s) '
-_CHAT_GET = prepared(
-    f'{_BY_KEY}SELECT {_CHAT.sql}, {_POOL.sql} FROM c JOIN "{_POOL.table}" p ON p.id = c.pool_id '
-    f'WHERE c.tenant_id = %s AND c.owner_id = %s')
-# The same, and the pool's queue (its second parameter: the tenant), for a request that admits a run next.
-_CHAT_GET_ADMITTING = prepared(
-    f'{_BY_KEY}SELECT {_CHAT.sql}, {_POOL.sql}, q.* FROM c JOIN "{_POOL.table}" p ON p.id = c.pool_id, '
-    f'{queue_lateral("p")} WHERE c.tenant_id = %s AND c.owner_id = %s')
 _BIGINT = range(-2**63, 2**63)
 
 
-def chat_get(*, tenant, user, chat_id, admitting: bool = False) -> Chat:
+def chat_get(*, tenant, user, chat_id) -> Chat:
     """The chat with its pool, or NotFound (404) when it is not this user's in this
-    tenant. In plain SQL: nearly every API request reads its chat (chatsite/rows.py).
-    `admitting`: the request admits a run in the chat next; the pool's queue, which
-    admission's shedding reads, comes in the same statement (runs.selectors.queue_lateral)."""
+    tenant. Found by its key alone, then checked for tenant and owner: given all three,
+    the planner may read every chat of the user through the (tenant, owner) index."""
     try:
         pk = int(chat_id)
     except (ValueError, TypeError, OverflowError):
         raise NotFound("no such chat") from None
-    if pk not in _BIGINT:
-        row = None
-    elif admitting:
-        row = fetch_one(_CHAT_GET_ADMITTING, [pk, tenant.pk, tenant.pk, user.pk])
-    else:
-        row = fetch_one(_CHAT_GET, [pk, tenant.pk, user.pk])
-    if row is None:
+    chat = Chat.objects.select_related("pool").filter(pk=pk).first() if pk in _BIGINT else None
+    if chat is None or chat.tenant_id != tenant.pk or chat.owner_id != user.pk:
         raise NotFound("no such chat")
-    chat, pool, *counts = split(row, _CHAT, _POOL)
-    if admitting:
-        keep_queue_read(pool, tenant, counts)
-    chat.pool = pool
     chat.tenant = tenant  # the caller's, already loaded: services reading chat.tenant need no query
     return chat
 
@@ -128,22 +101,18 @@ def path_page(*, chat: Chat, limit: int, before=None, after=None, offset: int | 
     return PathPage(_fetch(chat, ids), count, count > len(ids))
 
 
-_VERSIONS = (f'SELECT id, parent_id FROM "{Message._meta.db_table}" WHERE chat_id = %s AND replaced_by_id IS NULL '
-             f'AND (parent_id = ANY(%s) OR (%s AND parent_id IS NULL)) ORDER BY id')
-
-
-def with_versions(*, chat: Chat, messages: list[Message]) -> list[Message]:
-    """Set `versions` on each message: its siblings' ids, oldest first (itself among
-    them). One statement, in plain SQL: every message POST's answer reads it."""
+def versions_of(*, chat: Chat, messages: list[Message]) -> dict[int, list[int]]:
+    """Each message's versions: its siblings' ids, oldest first (itself among them), by
+    message id. One query."""
     parents = {m.parent_id for m in messages}
     siblings: dict[int | None, list[int]] = {}
-    with connection.cursor() as cur:
-        cur.execute(_VERSIONS, [chat.pk, [p for p in parents if p is not None], None in parents])
-        for pk, parent in cur.fetchall():
-            siblings.setdefault(parent, []).append(pk)
-    for m in messages:
-        m.versions = siblings.get(m.parent_id) or [m.pk]
-    return messages
+    near = Q(parent_id__in=[p for p in parents if p is not None])
+    if None in parents:
+        near |= Q(parent_id__isnull=True)
+    for pk, parent in (Message.objects.filter(near, chat=chat, replaced_by__isnull=True).order_by("id")
+                       .values_list("id", "parent_id")):
+        siblings.setdefault(parent, []).append(pk)
+    return {m.pk: siblings.get(m.parent_id) or [m.pk] for m in messages}
 
 
 def _tsquery(text) -> SearchQuery:

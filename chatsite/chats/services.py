@@ -1,25 +1,21 @@
-"""Writes for chats: create, rename, settings, delete, choosing a version."""
+"""Writes for chats: create, rename, settings. Deleting a chat and choosing another version
+wait for the reply in progress: chatsite.runs.services.chat_edits."""
 import json
 import math
 
 from django.conf import settings
-from django.db import connection, transaction
 
-from chatsite.chats import live, tree
+from chatsite.chats import live
 from chatsite.chats.models import Chat, Message
-from chatsite.errors import Conflict, InvalidInput
+from chatsite.errors import InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import count_tokens
-from chatsite.rows import Insert
-from chatsite.runs.models import GenerationRun
-from chatsite.runs.services.shedding import pool_for_admission
-from chatsite.runs.validation import clean_text
+from chatsite.text import clean_text
 
 MAX_TITLE_CHARS = 200
 MAX_HISTORY_MESSAGES = 200
 MAX_SYSTEM_PROMPT_CHARS = 8000
 UNSET = object()  # "leave this setting as it is" (None clears it)
-ACTIVE = (GenerationRun.Status.QUEUED, GenerationRun.Status.RUNNING)
 
 
 def _clean_title(title) -> str:
@@ -30,12 +26,23 @@ def _clean_title(title) -> str:
     return clean_text(" ".join(title.split()), field="title", max_chars=MAX_TITLE_CHARS, allow_empty=True)
 
 
-def _pool(tenant, model, *, admitting: bool = False):
-    """The chat's pool; `admitting`: a run is admitted on it next, in this transaction
-    (its queue is read with it, for that admission: shedding.pool_for_admission)."""
+def _pool(tenant, model):
     if model is None or model == "":
         raise InvalidInput("model is required; GET /api/models/ lists the models you can use", field="model")
-    return pool_for_admission(tenant, model) if admitting else pool_for_tenant(tenant, model)
+    return pool_for_tenant(tenant, model)
+
+
+MAX_AUTO_TITLE_CHARS = 60
+
+
+def chat_title_from(content: str) -> str:
+    """A chat's title from its first message: its words, cut at a word past
+    MAX_AUTO_TITLE_CHARS with an ellipsis."""
+    words = " ".join(content.split())
+    if len(words) <= MAX_AUTO_TITLE_CHARS:
+        return words
+    cut = words[:MAX_AUTO_TITLE_CHARS + 1].rsplit(" ", 1)[0] if " " in words[:MAX_AUTO_TITLE_CHARS + 1] else ""
+    return (cut or words[:MAX_AUTO_TITLE_CHARS - 1]).rstrip(" ,.;:") + "…"
 
 
 def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> list[str]:
@@ -63,11 +70,12 @@ def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> li
     return fields
 
 
-def chat_build(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
-               max_tokens=UNSET, admitting: bool = False) -> Chat:
-    """chat_create's chat, checked but not saved (chatsite.chats.start saves it with its first
-    message; `admitting`: a run is admitted on its pool next, see _pool)."""
-    chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model, admitting=admitting), title=_clean_title(title))
+def chat_new(*, tenant, owner, pool, title: str | None = None, listed: bool = True, system_prompt=UNSET,
+             temperature=UNSET, max_tokens=UNSET) -> Chat:
+    """A chat on `pool` (the caller checked the tenant may use it) with its title and
+    settings checked, not saved: the run's admission writes it with its first turn.
+    Raises InvalidInput naming a bad title or setting."""
+    chat = Chat(tenant=tenant, owner=owner, pool=pool, title=_clean_title(title), listed=listed)
     _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     return chat
 
@@ -77,8 +85,8 @@ def chat_create(*, tenant, owner, model: str, title: str | None = None, system_p
     """A new chat on pool `model`, with optional settings (a system prompt, a
     temperature, a reply length) its runs use. Raises InvalidInput for a missing,
     unknown or disabled model and for a bad title or setting."""
-    chat = chat_build(tenant=tenant, owner=owner, model=model, title=title, system_prompt=system_prompt,
-                      temperature=temperature, max_tokens=max_tokens)
+    chat = chat_new(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=title, system_prompt=system_prompt,
+                    temperature=temperature, max_tokens=max_tokens)
     chat.save()
     live.chat_event(chat, live.CHAT_CREATED, title=chat.title)
     return chat
@@ -103,41 +111,11 @@ def chat_update(*, chat: Chat, title=None, model: str | None = None, system_prom
     return chat
 
 
-def chat_delete(*, chat: Chat) -> None:
-    """Delete a chat and its messages; refused while a reply is being generated."""
-    if chat.runs.filter(status__in=ACTIVE).exists():
-        raise Conflict("a reply is still being generated in this chat; stop it first")
-    live.chat_event(chat, live.CHAT_DELETED)
-    chat.delete()
-
-
-def message_select(*, chat: Chat, message: Message) -> int:
-    """Make `message` (a version of its turn) part of the chosen path, down to the
-    newest message below it; the next prompt follows that path. Returns the new
-    leaf's id. Refused (Conflict) while a reply is being generated in the chat."""
-    if message.replaced_by_id is not None:
-        raise InvalidInput("this reply was continued; choose the continued one", field="message")
-    with transaction.atomic():
-        locked = Chat.objects.select_for_update().get(pk=chat.pk)
-        if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
-            raise Conflict("a reply is still being generated in this chat; wait for it or stop it first")
-        leaf = tree.newest_below(chat_id=chat.pk, message_id=message.pk)
-        locked.current_leaf_id = leaf
-        locked.save(update_fields=["current_leaf"])  # choosing a version is not a change to list the chat by
-        chat.current_leaf_id = leaf
-        live.chat_event(chat, live.PATH_CHANGED, anchor=message.parent_id, leaf=leaf)
-    return leaf
-
-
-def _reserve_ids(n: int) -> list[int]:
-    """`n` new message ids from the table's sequence, so a chain can be written in one INSERT."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-                    [Message._meta.db_table, n])
-        return [row[0] for row in cur.fetchall()]
-
-
-def _history_rows(pool, history: list[dict]) -> list[dict]:
+def history_rows(pool, history: list[dict]) -> list[dict]:
+    """`history` ({role, content} dicts, oldest first; roles system, user, assistant or
+    tool; content may be empty; an assistant's may have `tool_calls`, a tool's
+    `tool_call_id`, both checked by the caller) checked, as the Message fields they are
+    written with. Raises InvalidInput naming the message (`messages[i]...`)."""
     if len(history) >= MAX_HISTORY_MESSAGES:
         raise InvalidInput(f"at most {MAX_HISTORY_MESSAGES} messages are allowed", field="messages")
     max_chars = settings.CHATSITE["MAX_MESSAGE_CHARS"]
@@ -153,59 +131,3 @@ def _history_rows(pool, history: list[dict]) -> list[dict]:
         rows.append({"role": item["role"], "content": content, "token_count": tokens, "tool_calls": calls,
                      "tool_call_id": item.get("tool_call_id", "")})
     return rows
-
-
-def _write_chain(chat: Chat, ids: list[int], rows: list[dict], *, parent: Message | None) -> None:
-    """One INSERT of `rows` as a path below `parent` (None: from the root), with ids `ids`."""
-    first_depth = 0 if parent is None else parent.depth + 1
-    Message.objects.bulk_create([
-        Message(id=pk, chat=chat, parent_id=ids[i - 1] if i else (parent.pk if parent else None),
-                depth=first_depth + i, **row)
-        for i, (pk, row) in enumerate(zip(ids, rows))])
-
-
-INSERT_CHAT = Insert(Chat)  # plain SQL (chatsite/rows.py): every /v1 call and REST start makes a chat
-
-
-def chat_create_with_history(*, tenant, owner, model: str, history: list[dict]) -> Chat:
-    """A new chat on pool `model` holding `history` ({role, content} dicts, oldest
-    first; roles system, user, assistant or tool; content may be empty; an assistant's
-    may have `tool_calls`, a tool's `tool_call_id`, both checked by the caller) as one path of
-    messages, so that the next run's prompt is built from them. The chat is not
-    listed in the web sidebar (the OpenAI-compatible API makes one per call). Call
-    it inside a transaction with the run's admission, so a refused run leaves no chat behind.
-
-    Raises InvalidInput for a bad model, role or content (field `messages[i]...`)."""
-    pool = _pool(tenant, model, admitting=True)
-    rows = _history_rows(pool, history)
-    ids = _reserve_ids(len(rows)) if rows else []
-    # The leaf is written before its row: the foreign key is checked at commit (deferred).
-    chat, = INSERT_CHAT.save(Chat(tenant=tenant, owner=owner, pool=pool, listed=False,
-                                   current_leaf_id=ids[-1] if ids else None))
-    _write_chain(chat, ids, rows, parent=None)
-    # What admission would read back under the chat's lock (chatsite.runs.services.admission):
-    # the path's end and its depth. No other transaction can see this chat before ours commits.
-    chat.created_path_end = (ids[-1], len(ids) - 1) if ids else (None, None)
-    return chat
-
-
-def chat_append_history(*, chat: Chat, after: Message, history: list[dict]) -> None:
-    """Make the chat's chosen path end at `after` (a message of the chat), followed by
-    `history` (as in chat_create_with_history, possibly empty) written below it, so
-    that the next turn is asked right after them: a conversation continued from one
-    of its earlier replies, even one that other turns already follow (a new branch).
-    Call it inside a transaction with the run's admission, which re-checks under the
-    chat's lock that no reply is being generated.
-
-    Raises InvalidInput for a bad role or content (field `messages[i]...`), and
-    Conflict while a reply is being generated in the chat."""
-    if after.chat_id != chat.pk:
-        raise InvalidInput("that message is not in this chat", field="message")
-    rows = _history_rows(chat.pool, history)
-    locked = Chat.objects.select_for_update().get(pk=chat.pk)
-    if GenerationRun.objects.filter(chat=chat, status__in=ACTIVE).exists():
-        raise Conflict("a reply is still being generated in this conversation; wait for it or stop it first")
-    ids = _reserve_ids(len(rows)) if rows else []
-    _write_chain(chat, ids, rows, parent=after)
-    locked.current_leaf_id = chat.current_leaf_id = ids[-1] if ids else after.pk
-    locked.save(update_fields=["current_leaf", "updated_at"])

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from chatsite.metrics.counters import LATENCY_BUCKETS_MS, read_counter, read_histogram
+from chatsite.counters import LATENCY_BUCKETS_MS, read_counter, read_histogram
 from chatsite.metrics.persistence import persistence_lines
 from chatsite.pools.health import live_workers
 from chatsite.pools.models import ModelPool

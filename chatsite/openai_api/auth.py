@@ -4,33 +4,32 @@ import time
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 
-from chatsite.api.errors import too_large_message
-from chatsite.api.parsers import BodyError, decode_json
+from chatsite.json_body import BodyError, decode_json, too_large_message
 from chatsite.openai_api.errors import OpenAIError
-from chatsite.tenancy.auth import bearer_token
-from chatsite.tenancy.models import ApiKey
+from chatsite.runs.admission.credentials import key_authenticate
+from chatsite.tenancy.credentials import KeyRead, bearer_token
 from chatsite.tenancy.revocation import Grant, key_credential
-from chatsite.tenancy.services import api_key_authenticate
 
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="v1"'}
 REVOKED_MESSAGE = "The API key was revoked while the reply was being read; the run goes on and is saved."
 
 
-def key_grant(key: ApiKey, run=None) -> Grant:
+def key_grant(read: KeyRead, run=None) -> Grant:
     """What a /v1 stream of `run` (None: not admitted yet) carries: the key, its user and
     tenant, since now (chatsite.runs.outlet)."""
+    key = read.key
     return Grant(run_id=run.pk if run else 0, chat_id=run.chat_id if run else 0, tenant_id=key.tenant_id,
                  user_id=key.user_id, credential=key_credential(key.pk), since=time.time())
 
 
-async def authenticate(request) -> ApiKey:
-    """The request's live API key, or OpenAIError 401."""
-    return _checked(await sync_to_async(api_key_authenticate)(_token(request)))
+async def authenticate(request) -> KeyRead:
+    """The request's live API key (with its tenant's limits), or OpenAIError 401."""
+    return _checked(await sync_to_async(key_authenticate)(_token(request)))
 
 
-def authenticate_sync(request) -> ApiKey:
+def authenticate_sync(request) -> KeyRead:
     """authenticate(), for code already off the event loop."""
-    return _checked(api_key_authenticate(_token(request)))
+    return _checked(key_authenticate(_token(request)))
 
 
 def _token(request) -> str:
@@ -41,7 +40,7 @@ def _token(request) -> str:
     return token
 
 
-def _checked(key: ApiKey | None) -> ApiKey:
+def _checked(key: KeyRead | None) -> KeyRead:
     if key is None:
         raise OpenAIError(401, "invalid_api_key", "The API key is invalid or has been revoked; check it, "
                           "or create a new one with POST /api/keys/.", headers=CHALLENGE)

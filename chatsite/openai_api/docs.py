@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from chatsite.runs.choices import MAX_CHOICES
-from chatsite.tenancy.auth import ApiKeyAuthentication
+from chatsite.runs.admission.credentials import ApiKeyAuthentication
 
 TEXT_PART = {"type": "object", "required": ["type", "text"],
              "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}

@@ -5,19 +5,7 @@ rate_limit_error, server_error); `code` is the platform's own stable code
 (model_not_found, context_length_exceeded, invalid_api_key, ...)."""
 from django.http import JsonResponse
 
-from chatsite.errors import ServiceError
-
-TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
-
-
-def error_type(status: int) -> str:
-    if status >= 500:
-        return "server_error"
-    return TYPES.get(status, "invalid_request_error")
-
-
-def openai_error_body(status: int, code: str | None, message: str, param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": error_type(status), "param": param, "code": code}}
+from chatsite.errors import ServiceError, openai_error_body
 
 
 def error_response(status: int, code: str | None, message: str, param: str | None = None,

@@ -31,9 +31,9 @@ def _trio(name: str, allowance: Allowance) -> dict[str, str]:
             f"x-ratelimit-reset-{name}": duration(allowance.reset_seconds)}
 
 
-async def add_headers(response, tenant):
-    """`response` with the tenant's rate-limit headers (read after the request's own
-    admission, so they count it)."""
-    for name, value in headers(await sync_to_async(quota_allowances)(tenant)).items():
+async def add_headers(response, key):
+    """`response` with the rate-limit headers of the key's tenant (read after the request's
+    own admission, so they count it). `key`: the request's KeyRead."""
+    for name, value in headers(await sync_to_async(quota_allowances)(key.tenant, key.limits.quota)).items():
         response[name] = value
     return response

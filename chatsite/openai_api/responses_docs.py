@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from chatsite.openai_api.docs import OpenAIErrorResponse
-from chatsite.tenancy.auth import ApiKeyAuthentication
+from chatsite.runs.admission.credentials import ApiKeyAuthentication
 
 TAGS = ["openai"]
 INPUT_PART = {"type": "object", "required": ["type", "text"],

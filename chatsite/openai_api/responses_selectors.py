@@ -13,7 +13,7 @@ def response_get(*, key: ApiKey, response_id, field: str | None = None) -> Gener
     run_id = run_id_of(response_id)
     run = None
     if run_id is not None:
-        run = (runs_for(tenant=key.tenant, user=key.user).select_related("response_record", "chat")
+        run = (runs_for(tenant=key.tenant, user=key.user).select_related("response_record", "chat__pool")
                .filter(pk=run_id, response_record__isnull=False).first())
     if run is None:
         raise NotFound(f"No response with id '{str(response_id)[:60]}' found.", field=field,

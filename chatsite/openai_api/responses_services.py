@@ -1,72 +1,47 @@
-"""Writes for the Responses API: a response is a run (source openai) in a chat.
+"""Writes for the Responses API: a response is a run (source openai) in a chat, admitted
+through the one door (chatsite.runs.admission) like every other run.
 
 A new response makes a new chat holding its input; one with `previous_response_id`
 is a new turn of that response's chat, asked right after its reply (a branch, when
 other turns already follow it). `instructions` are the chat's system prompt for
 this turn only, as OpenAI does not carry them over. The ResponseRecord keeps what
-the response object echoes and the run cannot."""
-from django.db import transaction
-
-from chatsite.chats.services import chat_append_history, chat_create_with_history, chat_delete, chat_update
-from chatsite.errors import Conflict
+the response object echoes and the run cannot, written in the admission's transaction."""
 from chatsite.openai_api.models import ResponseRecord
 from chatsite.openai_api.responses_request import ResponseRequest
 from chatsite.openai_api.responses_selectors import response_get
-from chatsite.quotas.services import refusals_counted
+from chatsite.openai_api.services import key_caller
+from chatsite.runs.admission import Ask, Branch, NewChat, Send, run_admit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_finalize, run_submit
-from chatsite.tenancy.models import ApiKey
+from chatsite.runs.services import run_cancel
+from chatsite.runs.services.chat_edits import chat_delete
+from chatsite.tenancy.credentials import KeyRead
 
 
-def _earlier(key: ApiKey, request: ResponseRequest, idempotency_key: str) -> GenerationRun | None:
-    """The response an earlier request with this Idempotency-Key created, if any."""
-    if not idempotency_key:
-        return None
-    run = (GenerationRun.objects.filter(tenant=key.tenant, idempotency_key=idempotency_key)
-           .select_related("pool", "user_message", "chat").first())
-    if run is None:
-        return None
-    if (run.chat.owner_id != key.user_id or not ResponseRecord.objects.filter(run=run).exists()
-            or run.pool.name != request.model or run.user_message.content != request.content):
-        raise Conflict("this Idempotency-Key was already used for another request; send a new key with a new "
-                       "request", field="Idempotency-Key")
-    return run
-
-
-def response_create(*, key: ApiKey, request: ResponseRequest,
+def response_create(*, key: KeyRead, request: ResponseRequest,
                     idempotency_key: str = "") -> tuple[GenerationRun, bool]:
-    """A queued run answering the request's last input item, and its record; and
-    True. One transaction: a refused request writes nothing. A repeated
-    `idempotency_key` (a client's retry) returns the run the first request made, and
-    False; a concurrent repeat may be refused with Conflict instead.
+    """A queued run answering the request's last input item, and its record; and True.
+    One transaction: a refused request writes nothing. A repeat of the key owner's
+    earlier call with the same Idempotency-Key and request returns that call's run, and
+    False.
 
     Raises NotFound (field previous_response_id) for a previous response that is not
-    this key's user's; Conflict while a reply is still being generated in that
-    conversation, and for an Idempotency-Key already used for another request (another
-    model or text); and what chat_create_with_history, chat_update and run_submit raise."""
-    earlier = _earlier(key, request, idempotency_key)
-    if earlier is not None:
-        return earlier, False
-    with refusals_counted(key.tenant), transaction.atomic():
-        previous = None
-        if request.previous_response_id is not None:
-            previous = response_get(key=key, response_id=request.previous_response_id, field="previous_response_id")
-            if not previous.is_terminal:
-                # Its stream may have ended (a client read the last event) before its worker saved it: save it.
-                run_finalize(run_id=previous.pk)
-            chat = previous.chat
-            chat_append_history(chat=chat, after=previous.assistant_message, history=request.history)
-        else:
-            chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
-                                            history=request.history)
-        if request.instructions or chat.system_prompt:
-            chat_update(chat=chat, system_prompt=request.instructions)
-        run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                         model=request.model if previous else None,  # a new chat is on that model already
-                         idempotency_key=idempotency_key, **request.sampling)
-        ResponseRecord.objects.create(run=run, instructions=request.instructions, metadata=request.metadata,
+    this key's user's, and what chatsite.runs.admission.run_admit raises."""
+    previous = None
+    if request.previous_response_id is not None:
+        previous = response_get(key=key.key, response_id=request.previous_response_id, field="previous_response_id")
+        where = Branch(chat=previous.chat, after=previous.assistant_message, history=tuple(request.history))
+    else:
+        where = NewChat(model=request.model, history=tuple(request.history), listed=False)
+
+    def record(admitted) -> None:
+        ResponseRecord.objects.create(run=admitted.run, instructions=request.instructions, metadata=request.metadata,
                                       background=request.background, previous_run=previous)
-        return run, True
+
+    ask = Ask(caller=key_caller(key), where=where, turn=Send(request.content), source=GenerationRun.Source.OPENAI,
+              model=request.model if previous is not None else None, sampling=request.sampling,
+              system_prompt=request.instructions, idempotency_key=idempotency_key, also=record)
+    admitted = run_admit(ask)
+    return admitted.run, not admitted.replayed
 
 
 def response_cancel(*, run: GenerationRun) -> GenerationRun:

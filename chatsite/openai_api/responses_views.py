@@ -187,7 +187,7 @@ def _query(request) -> tuple[bool, int]:
 
 
 def _found(key, response_id: str) -> GenerationRun:
-    return _load(response_get(key=key, response_id=response_id).pk)
+    return _load(response_get(key=key.key, response_id=response_id).pk)
 
 
 @openai_view

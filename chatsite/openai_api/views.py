@@ -11,18 +11,16 @@ import logging
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-import redis
 from asgiref.sync import sync_to_async
-from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite import stage_trace
-from chatsite.errors import ServiceError
+from chatsite.errors import UNAVAILABLE, ServiceError, openai_error_body
 from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
 from chatsite.openai_api.auth import (CHALLENGE, REVOKED_MESSAGE, authenticate, authenticate_sync, json_body, key_grant,
                                      require_method)
-from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
+from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.pools.selectors import pools_for_tenant
@@ -32,14 +30,12 @@ from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
 from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.stream import codec
-from chatsite.runs.stream.hub import HubError
 from chatsite.sse_response import SseResponse
 
 log = logging.getLogger(__name__)
 
 # Errors a run can end with that are the request's fault, not the server's.
 CLIENT_RUN_ERRORS = {"context_length_exceeded": 400}
-UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError, HubError)
 
 
 def openai_view(view):
@@ -102,7 +98,7 @@ def _admit(request, parse) -> Admitted:
         raise
     if out.refused is not None and out.outlet is not None:
         out.outlet.close_sync()
-    out.limits = ratelimit.headers(quota_allowances(key.tenant))
+    out.limits = ratelimit.headers(quota_allowances(key.tenant, key.limits.quota))
     return out
 
 
@@ -245,7 +241,7 @@ async def _stream(outlet: Outlet, runs: list[GenerationRun], include_usage: bool
 
 
 def _models(key, name: str | None = None) -> list:
-    pools = list(pools_for_tenant(key.tenant))  # a handful; compared here, so any name is safe to look up
+    pools = list(pools_for_tenant(key.tenant, key.limits.allowed_pool_ids))  # a handful, compared here
     return pools if name is None else [p for p in pools if p.name == name]
 
 
@@ -255,7 +251,7 @@ async def models_list(request):
     if refused is not None:
         return refused
     response = JsonResponse(wire.model_list(await sync_to_async(_models)(key)))
-    return await ratelimit.add_headers(response, key.tenant)
+    return await ratelimit.add_headers(response, key)
 
 
 @openai_view
@@ -269,4 +265,4 @@ async def model_detail(request, model: str):
                                   "not have access to it; GET /v1/models lists yours.", "model")
     else:
         response = JsonResponse(wire.model_object(found[0]))
-    return await ratelimit.add_headers(response, key.tenant)
+    return await ratelimit.add_headers(response, key)

@@ -1,7 +1,7 @@
 from django.db.backends.postgresql import base
 
 from chatsite.db_pool import check_pooled_connection
-from chatsite.rows import PREPARED
+from chatsite.runs.store.engine import PREPARED
 from chatsite.turns import TurnYieldingConnection, TurnYieldingPool
 
 # psycopg prepares a statement once it ran this many times on a connection; None would

@@ -26,11 +26,16 @@ class Allowances:
     tokens: Allowance | None  # the token budget of the period; None: unlimited
 
 
-def quota_allowances(tenant) -> Allowances:
+_UNREAD = object()
+
+
+def quota_allowances(tenant, quota=_UNREAD) -> Allowances:
     """What the tenant has left of its requests per minute (counted at admission, as
     quota_check_rate counts them) and of its token budget (settled and reserved
-    tokens both count against it, as quota_reserve_choices counts them). Reads only."""
-    quota = quota_for(tenant)
+    tokens both count against it, as quota_reserve_choices counts them). Reads only.
+    `quota`: the tenant's TenantQuota (or None), when the caller has it already."""
+    if quota is _UNREAD:
+        quota = quota_for(tenant)
     if quota is None:
         return Allowances(None, None)
     requests = tokens = None

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from chatsite import redis_keys
 from chatsite.errors import RateLimited
-from chatsite.metrics.counters import count_refusal
+from chatsite.counters import count_refusal
 from chatsite.quotas.models import TenantQuota, TenantUsage
-from chatsite.quotas.periods import period_end, period_start, period_start_sql
+from chatsite.quotas.periods import period_end, period_start
 from chatsite.redis_client import get_redis
 
 
@@ -28,10 +28,7 @@ class Reservation:
 
 
 def quota_for(tenant) -> TenantQuota | None:
-    """The tenant's quota (None: no limits); as the request's authentication read it, if it did."""
-    preloaded = getattr(tenant, "preloaded", None)
-    if preloaded is not None:
-        return preloaded.quota
+    """The tenant's quota (None: no limits)."""
     return TenantQuota.objects.filter(tenant=tenant).first()
 
 
@@ -137,18 +134,3 @@ def quota_record_refusal(*, tenant) -> None:
     start = period_start(timezone.now(), quota.period if quota else TenantQuota.Period.MONTH)
     usage, _ = TenantUsage.objects.get_or_create(tenant=tenant, period_start=start)
     TenantUsage.objects.filter(pk=usage.pk).update(refused_requests=F("refused_requests") + 1)
-
-
-def settle_sql(run: str) -> str:
-    """A finished run settled on its tenant's usage row, as a data-modifying statement for a
-    CTE: its reservation released and the tokens it used recorded, on the row of the
-    period its run was queued in (made, with what it used, if that period has none yet:
-    its admission reserved nothing). `run`: a CTE of one row with the run's tenant_id,
-    queued_at, reserved_tokens, `used` (its tokens: a completion's choices after the first
-    answer the same prompt, counted once) and the tenant's budget `period` (NULL: month)."""
-    usage = TenantUsage._meta.db_table
-    return (f'INSERT INTO "{usage}" AS u (tenant_id, period_start, used_tokens, reserved_tokens, refused_requests) '
-            f'SELECT {run}.tenant_id, {period_start_sql(f"{run}.queued_at", f"{run}.period")}, {run}.used, 0, 0 '
-            f'FROM {run} ON CONFLICT (tenant_id, period_start) DO UPDATE SET '
-            f'reserved_tokens = GREATEST(u.reserved_tokens - (SELECT reserved_tokens FROM {run}), 0), '
-            f'used_tokens = u.used_tokens + EXCLUDED.used_tokens')

@@ -20,15 +20,14 @@ from django.core import signing
 from django.http.cookie import parse_cookie
 
 from chatsite.errors import ServiceError
+from chatsite.runs.admission.credentials import key_authenticate
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.outlet import AccessEnded, Outlet
 from chatsite.runs.selectors import run_get
-from chatsite.tenancy.auth import bearer_token
-from chatsite.tenancy.models import ApiKey
+from chatsite.tenancy.credentials import KeyRead, bearer_token
 from chatsite.tenancy.request_context import current_request
 from chatsite.tenancy.revocation import Grant, key_credential, session_credential
 from chatsite.tenancy.selectors import tenant_for_request
-from chatsite.tenancy.services import api_key_authenticate
 
 MAX_TOKEN_CHARS = 1024  # a real one is ~200
 
@@ -47,8 +46,8 @@ def _signer() -> signing.Signer:
 
 def _credential_of(request) -> str:
     auth = getattr(request, "auth", None)
-    if isinstance(auth, ApiKey):
-        return key_credential(auth.pk)
+    if isinstance(auth, KeyRead):
+        return key_credential(auth.key.pk)
     session = getattr(request, "session", None)
     return session_credential(getattr(session, "session_key", None))
 
@@ -98,10 +97,10 @@ def authorize_run(scope, run_id) -> Grant:
     headers = dict(scope.get("headers", []))
     token = bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
     if token:
-        key = api_key_authenticate(token)
-        if key is None:
+        read = key_authenticate(token)
+        if read is None:
             raise Unauthenticated("invalid or revoked API key")
-        user, auth, credential = key.user, key, key_credential(key.pk)
+        user, auth, credential = read.user, read, key_credential(read.key.pk)
     else:
         session = _session(scope)
         user, auth = (auth_get_user(SimpleNamespace(session=session)) if session is not None else None), None

@@ -9,7 +9,7 @@ from chatsite.runs.routing import choices_pin, queue_for
 log = logging.getLogger(__name__)
 
 
-def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
+def run_dispatch(run: GenerationRun, *, affinity: bool = True, pinned: bool = True) -> None:
     """Send the generation task. Called after commit, so a worker never sees a run
     that is not in Postgres. If the broker is down the run stays queued and the
     beat sweep dispatches it again. `affinity=False` skips the pinned worker (the
@@ -18,10 +18,13 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
     A run for a pool queue is first recorded in the fair queue (chatsite.runs.fair_queue):
     its message is then a wake-up for the fair next run of its (pool, tier). A run pinned
     to a worker (a chat's next turn, its prefix cached there) is served by its message
-    directly, as is one the fair queue could not record (Redis failing for a moment)."""
+    directly, as is one the fair queue could not record (Redis failing for a moment); its
+    message names its tenant, so that the worker counts it in the tenant's share of its
+    threads (workers.fair_pick). `pinned=False`: the run's chat cannot be pinned to any
+    worker (a chat its admission made), so the router need not ask."""
     pool_queue = queues.pool_queue(run.pool.name, run.tier)
-    queue = queue_for(run) if affinity else pool_queue
-    kwargs = {}
+    queue = queue_for(run, pinned=pinned) if affinity else pool_queue
+    kwargs = {"tenant": run.tenant_id} if queue != pool_queue else {}
     if queue == pool_queue and fair_queue.enabled():
         tier = str(run.tier)
         try:
@@ -41,10 +44,11 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True) -> None:
             _forget(run)
 
 
-def run_dispatch_choices(runs: list[GenerationRun]) -> None:
+def run_dispatch_choices(runs: list[GenerationRun], *, pinned: bool = True) -> None:
     """Send the generation tasks of one turn's runs (one, or a completion's choices,
     the first first). Several are first pinned to one worker where one can take them
-    all (routing.choices_pin), so its prefix cache computes their prompt once."""
+    all (routing.choices_pin), so its prefix cache computes their prompt once.
+    `pinned=False`: a single run whose chat no worker can hold (run_dispatch)."""
     stage_trace.mark("web.committed", runs[0].pk)
     if len(runs) > 1:
         try:
@@ -52,8 +56,24 @@ def run_dispatch_choices(runs: list[GenerationRun]) -> None:
         except Exception:
             log.exception("run %s: could not pin its choices to one worker; they go to the pool", runs[0].pk)
     for run in runs:
-        run_dispatch(run)
+        run_dispatch(run, pinned=pinned)
     stage_trace.mark("web.dispatched", runs[0].pk)
+
+
+def run_requeue(*, run_id: int, pool: str, tier: str, tenant_id: int) -> None:
+    """A run sent to a worker's own queue that the worker does not take now (its tenant
+    holds its share of the worker's threads): into its pool's fair queue, with a wake-up,
+    where it waits its tenant's turn like any run."""
+    queue = queues.pool_queue(pool, tier)
+    if fair_queue.enabled() and task_message.same_redis():
+        fair_queue.push(pool=pool, tier=tier, tenant_id=tenant_id, run_id=run_id,
+                        wake=task_message.generate_message(queue, run_id, {"tier": str(tier)}))
+        return
+    if fair_queue.enabled():
+        fair_queue.push(pool=pool, tier=tier, tenant_id=tenant_id, run_id=run_id)
+        task_message.send_generate(queue, run_id, {"tier": str(tier)})
+        return
+    task_message.send_generate(queue, run_id, {})
 
 
 def _forget(run: GenerationRun) -> None:

@@ -15,19 +15,15 @@ import logging
 from contextlib import aclosing
 from urllib.parse import parse_qs
 
-import redis
-from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
 
-from chatsite.errors import ServiceError
+from chatsite.errors import UNAVAILABLE, ServiceError
 from chatsite.runs import sse
 from chatsite.runs.access import open_events
 from chatsite.runs.stream import codec
 
 log = logging.getLogger(__name__)
 
-UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError)
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),

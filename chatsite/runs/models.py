@@ -1,4 +1,5 @@
 """A generation run: one request to a model pool, first-class and durable."""
+from django.conf import settings
 from django.db import models
 
 
@@ -20,6 +21,7 @@ class GenerationRun(models.Model):
         OPENAI = "openai"
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
 
     # No index of their own for tenant, pool and status: every non-HOT write of a run (its
     # claim and its finalize change its status) updates each index, and the indexes in Meta
@@ -44,6 +46,9 @@ class GenerationRun(models.Model):
     prompt_snapshot = models.JSONField(default=list, help_text="The messages the prompt is built from.")
     raw_prompt = models.BooleanField(default=False, help_text="The prompt is the user message's text as it is, "
                                      "without the chat template (text completions, /v1/completions).")
+    # Who asked (the credential's owner): an Idempotency-Key is theirs, not the tenant's.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                              db_index=False)
     idempotency_key = models.CharField(max_length=200, blank=True)
     # The OpenAI-compatible API's sha256 of the request body an idempotency key came with:
     # a repeat with another body is refused, not answered with this run.
@@ -80,9 +85,9 @@ class GenerationRun(models.Model):
                    models.Index(fields=["status"], name="runs_status_idx")]  # the sweep's, across pools
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "idempotency_key"],
+                fields=["tenant", "owner", "idempotency_key"],
                 condition=~models.Q(idempotency_key=""),
-                name="one_run_per_idempotency_key",
+                name="one_run_per_owners_idempotency_key",
             )
         ]
 

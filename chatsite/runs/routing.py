@@ -36,11 +36,11 @@ def worker_is_available(beat: dict | None, pool: str) -> bool:
             and int(beat.get("waiting", 0)) <= limits["AFFINITY_MAX_WAITING"])
 
 
-def queue_for(run: GenerationRun) -> str:
+def queue_for(run: GenerationRun, *, pinned: bool = True) -> str:
     """The queue for a run: its chat's pinned worker if available, else the pool's tier queue.
-    A run its admission marked `unpinned` (the one choice of a chat it made: a /v1 call's) has none."""
+    `pinned=False`: its chat has no pin to look up (the one choice of a chat its admission made)."""
     pool = run.pool.name
-    if run.tier == GenerationRun.Tier.INTERACTIVE and affinity_enabled() and not getattr(run, "unpinned", False):
+    if run.tier == GenerationRun.Tier.INTERACTIVE and affinity_enabled() and pinned:
         worker = get_redis().get(redis_keys.chat_affinity(run.chat_id))
         if worker and worker_is_available(live_workers().get(worker), pool):
             return queues.worker_queue(worker)

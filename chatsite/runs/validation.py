@@ -8,6 +8,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator, SchemaError
 
 from chatsite.errors import InvalidInput
+from chatsite.text import has_surrogates
 from inference.types import MAX_TOP_LOGPROBS
 
 MAX_STOP_SEQUENCES = 4
@@ -47,28 +48,6 @@ class Sampling:
         if self.logprobs is not None:
             out["logprobs"] = self.logprobs
         return out
-
-
-def has_surrogates(value: str) -> bool:
-    """Whether `value` holds a lone UTF-16 surrogate (a JSON "\\ud800" escape): not
-    text, and refused by Postgres."""
-    return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
-
-
-def clean_text(value, *, field: str, max_chars: int, allow_empty: bool = False) -> str:
-    """A message body: a string of valid Unicode without NUL bytes, at most
-    `max_chars`, and not blank unless `allow_empty`."""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string", field=field)
-    if "\x00" in value:
-        raise InvalidInput(f"{field} contains a NUL byte, which is not allowed", field=field)
-    if has_surrogates(value):
-        raise InvalidInput(f"{field} is not valid UTF-8 text (it has an unpaired surrogate escape)", field=field)
-    if not allow_empty and not value.strip():
-        raise InvalidInput(f"{field} must not be empty", field=field)
-    if len(value) > max_chars:
-        raise InvalidInput(f"{field} is {len(value)} characters; the limit is {max_chars}", field=field)
-    return value
 
 
 def _number(value, *, field: str, lo: float, hi: float, lo_open: bool = False) -> float:

@@ -1,17 +1,6 @@
-"""Tenants, who belongs to them, and the API keys members use."""
-from dataclasses import dataclass
-
+"""Tenants, who belongs to them, the API keys members use, and access that ended."""
 from django.conf import settings
 from django.db import models
-
-
-@dataclass(frozen=True, slots=True)
-class TenantPreload:
-    """What a request's authentication read of its tenant in the same query (set as
-    `tenant.preloaded`; a tenant loaded otherwise has none, and its readers query)."""
-
-    quota: object  # the TenantQuota, or None when the tenant has none
-    allowed_pool_ids: frozenset  # empty: every enabled pool
 
 
 class Tenant(models.Model):

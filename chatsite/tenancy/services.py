@@ -1,6 +1,4 @@
 """Writes for tenants, memberships and API keys."""
-import hashlib
-import re
 import secrets
 
 from django.contrib.auth import get_user_model
@@ -9,20 +7,14 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from chatsite.errors import Conflict
-from chatsite.rows import Columns, fetch_one, prepared, split
-from chatsite.runs.validation import clean_text
 from chatsite.tenancy import revocation
-from chatsite.tenancy.models import ApiKey, Membership, Tenant, TenantPreload
+from chatsite.tenancy.credentials import KEY_PREFIX, secret_hash
+from chatsite.tenancy.models import ApiKey, Membership, Tenant
 from chatsite.tenancy.revocation import principal_revoke
+from chatsite.text import clean_text
 
-KEY_PREFIX = "csk"
-_PREFIX_ID = re.compile(r"[0-9a-f]{12}")
 MAX_KEY_NAME_CHARS = 100
 MAX_LIVE_KEYS_PER_USER = 50
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def tenant_create(*, name: str) -> Tenant:
@@ -57,7 +49,7 @@ def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
         raise Conflict(f"you already have {MAX_LIVE_KEYS_PER_USER} live keys; revoke one you no longer use first")
     prefix = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
-    key = ApiKey.objects.create(user=user, tenant=tenant, name=name, prefix=prefix, secret_hash=_hash(secret))
+    key = ApiKey.objects.create(user=user, tenant=tenant, name=name, prefix=prefix, secret_hash=secret_hash(secret))
     return key, f"{KEY_PREFIX}_{prefix}_{secret}"
 
 
@@ -69,53 +61,4 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
         principal_revoke(kind=revocation.KEY, ident=key.pk, permanent=True)
-    return key
-
-
-_KEY, _TENANT = Columns(ApiKey, "k"), Columns(Tenant, "t")
-_USER = _QUOTA = _LIVE_KEY = None  # the user model's and the quota's columns, and the SQL, once apps are loaded
-
-
-def _live_key(prefix: str) -> ApiKey | None:
-    """One query, in plain SQL as every API request runs it: the unrevoked key, its user
-    and tenant, and that the user is still a member of the tenant (removed from it, the
-    keys made while a member stop working too). The tenant comes with what admitting a
-    run reads of it, so that request asks no more: its quota and its allowed pools
-    (pools.selectors.allowed_pool_ids, quotas.services.quota_for)."""
-    global _USER, _QUOTA, _LIVE_KEY
-    if _LIVE_KEY is None:
-        from chatsite.quotas.models import TenantQuota
-
-        _USER, _QUOTA = Columns(get_user_model(), "u"), Columns(TenantQuota, "q")
-        allowed = Tenant.allowed_pools.through._meta.db_table
-        _LIVE_KEY = prepared(
-            f'SELECT {_KEY.sql}, {_USER.sql}, {_TENANT.sql}, {_QUOTA.sql}, '
-            f'ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = k.tenant_id) FROM "{_KEY.table}" k '
-            f'JOIN "{_USER.table}" u ON u.id = k.user_id JOIN "{_TENANT.table}" t ON t.id = k.tenant_id '
-            f'LEFT JOIN "{_QUOTA.table}" q ON q.tenant_id = k.tenant_id '
-            f'WHERE k.prefix = %s AND k.revoked_at IS NULL AND EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m '
-            f'WHERE m.user_id = k.user_id AND m.tenant_id = k.tenant_id)')
-    row = fetch_one(_LIVE_KEY, [prefix])
-    if row is None:
-        return None
-    key, user, tenant, quota, pool_ids = split(row, _KEY, _USER, _TENANT, _QUOTA)
-    key.user, key.tenant = user, tenant
-    tenant.preloaded = TenantPreload(quota=quota, allowed_pool_ids=frozenset(pool_ids))
-    return key
-
-
-def api_key_authenticate(raw: str) -> ApiKey | None:
-    """The live key for a presented secret, or None (unknown, revoked, or its user
-    inactive or no longer a member of its tenant); records when it was last used."""
-    parts = raw.split("_", 2)
-    if len(parts) != 3 or parts[0] != KEY_PREFIX or not _PREFIX_ID.fullmatch(parts[1]):
-        return None
-    key = _live_key(parts[1])
-    if key is None or not secrets.compare_digest(key.secret_hash, _hash(parts[2])):
-        return None
-    if not (key.user.is_active and key.tenant.is_active):
-        return None
-    now = timezone.now()
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)  # at most once a minute per key
     return key

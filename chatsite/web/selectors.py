@@ -13,7 +13,7 @@ from rest_framework.fields import DateTimeField
 
 from chatsite.api.serializers import RunSerializer
 from chatsite.chats.models import Chat, Message
-from chatsite.chats.selectors import listed_chats_for, path_page, with_versions
+from chatsite.chats.selectors import listed_chats_for, path_page, versions_of
 from chatsite.pools.health import live_workers, pool_is_up
 from chatsite.pools.selectors import pools_for_tenant
 from chatsite.runs.stream import log as stream_log
@@ -69,12 +69,12 @@ def live_reply(run_id: int) -> dict:
     return {"text": reply.text, "have": reply.completion_tokens, "last_event_id": reply.last_token_id}
 
 
-def message_item(msg: Message) -> dict:
+def message_item(msg: Message, versions: dict) -> dict:
     """A message as the page's script reads it (the API's shape, plus the text so far
-    of a reply still being generated)."""
+    of a reply still being generated). `versions`: versions_of()'s, for this message."""
     run = getattr(msg, "run", None) if msg.role == Message.Role.ASSISTANT else None
     item = {"id": msg.pk, "role": msg.role, "content": msg.content, "parent": msg.parent_id,
-            "versions": getattr(msg, "versions", [msg.pk]),
+            "versions": versions.get(msg.pk) or [msg.pk],
             "run": RunSerializer(run).data if run is not None else None, "live": None}
     if run is not None and not run.is_terminal:
         item["live"] = live_reply(run.pk)
@@ -87,8 +87,9 @@ def chat_messages(*, chat: Chat) -> tuple[list[dict], bool]:
     run (as the API shows it) and a running reply's text so far; and whether older
     messages remain to load."""
     page = path_page(chat=chat, limit=PAGE_MESSAGES)
-    msgs = [m for m in with_versions(chat=chat, messages=page.messages) if m.role != Message.Role.SYSTEM]
-    return [message_item(m) for m in msgs], page.more_before
+    msgs = [m for m in page.messages if m.role != Message.Role.SYSTEM]
+    versions = versions_of(chat=chat, messages=msgs)
+    return [message_item(m, versions) for m in msgs], page.more_before
 
 
 def current_model(models: list[ModelOption], chat: Chat | None) -> ModelOption | None:

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET, require_POST
 from chatsite.api.errors import json_handler404, json_handler500
 from chatsite.chats import live
 from chatsite.chats.selectors import chat_get
-from chatsite.chats.services import chat_delete, chat_update
+from chatsite.chats.services import chat_update
+from chatsite.runs.services.chat_edits import chat_delete
 from chatsite.errors import NotFound, ServiceError
 from chatsite.redis_durability import cached_persistence
 from chatsite.tenancy.selectors import tenant_for_request

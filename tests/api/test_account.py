@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_submit
+from chatsite.runs.admission import run_submit
 from chatsite.tenancy.models import ApiKey
 from chatsite.tenancy.services import MAX_LIVE_KEYS_PER_USER, api_key_create
 from tests.api.helpers import assert_error, key_client

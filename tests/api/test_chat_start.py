@@ -105,15 +105,22 @@ def test_a_key_already_used_for_another_request_is_409(client, pool, tenant, use
     assert row_counts() == (1, 2, 1)
 
 
-def test_another_users_key_is_not_theirs_to_replay(client, pool, tenant):
+def test_another_users_key_is_theirs_alone(client, pool, tenant):
+    """An Idempotency-Key belongs to its owner: a colleague sending the same key and body
+    gets a chat and run of their own, and learns nothing of the first user's."""
     from chatsite.tenancy.services import api_key_create
     from tests.factories import UserFactory
 
     body = {"model": "flagship", "message": {"content": "mine"}}
-    assert start(client, body, key="shared").status_code == 201
+    first = start(client, body, key="shared")
+    assert first.status_code == 201
     _, secret = api_key_create(user=UserFactory(tenant=tenant), tenant=tenant, name="other")
-    assert_error(start(key_client(secret), body, key="shared"), 409, "idempotency_key_reused", "Idempotency-Key")
-    assert row_counts() == (1, 2, 1)
+    theirs = start(key_client(secret), body, key="shared")
+    assert theirs.status_code == 201 and "Idempotent-Replayed" not in theirs.headers
+    assert theirs.json()["id"] != first.json()["id"] and theirs.json()["run"]["id"] != first.json()["run"]["id"]
+    assert row_counts() == (2, 4, 2)
+    again = start(client, body, key="shared")  # the first user's repeat is still theirs
+    assert again.json()["run"]["id"] == first.json()["run"]["id"] and row_counts() == (2, 4, 2)
 
 
 def test_a_start_over_the_tenants_limits_is_429_and_writes_nothing(client, pool, tenant):

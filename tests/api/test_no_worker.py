@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from chatsite.metrics.counters import read_counter
+from chatsite.counters import read_counter
 from chatsite.runs.services.availability import NO_WORKER_RETRY_SECONDS
 from tests.api.helpers import assert_error, assert_openai_error, key_client, row_counts
 from tests.factories import ChatFactory, PoolFactory, queueing_pool

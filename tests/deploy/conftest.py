@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from chatsite.metrics.counters import count_refusal, count_shed, count_unavailable, observe_latency
+from chatsite.counters import count_refusal, count_shed, count_unavailable, observe_latency
 from tests.factories import ChatFactory
 from tests.heartbeat import beat
 
@@ -13,7 +13,7 @@ from tests.heartbeat import beat
 @pytest.fixture
 def exposed(db, chat) -> dict[str, set[str]]:
     """Sample name -> label names, from /metrics rendered with a worker, a queued run and latencies."""
-    from chatsite.runs.services import run_submit
+    from chatsite.runs.admission import run_submit
 
     beat("obs-1@host", chat.pool.name, kv_cache_usage=0.5, tokens_per_second=12.0)
     beat("obs-2@host", chat.pool.name, draining=True)

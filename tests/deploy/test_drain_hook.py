@@ -10,7 +10,7 @@ import pytest
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_submit
+from chatsite.runs.admission import run_submit
 from tests import stack
 from tests.factories import ChatFactory, PoolFactory
 

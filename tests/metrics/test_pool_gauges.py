@@ -7,7 +7,7 @@ from django.test import Client
 from django.utils import timezone
 
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_submit
+from chatsite.runs.admission import run_submit
 from tests.api.helpers import key_client
 from tests.factories import ChatFactory, PoolFactory, queueing_pool
 from tests.heartbeat import beat

@@ -88,3 +88,29 @@ def test_keys_belong_to_a_tenant(client, live_url, api_key):
     theirs = _post(live_url, secret, BODY, "shared-key")
     assert theirs.status_code == 200 and theirs.json()["id"] != mine["id"]
     assert GenerationRun.objects.filter(idempotency_key="shared-key").count() == 2
+
+
+@pytest.mark.parametrize("path, body", [
+    ("chat/completions", BODY),
+    ("completions", {"model": "flagship", "prompt": "A for loop", "max_tokens": 20}),
+])
+def test_a_colleagues_same_key_and_body_gets_a_completion_of_their_own(live_url, fake_workers, pool, tenant, user,
+                                                                       api_key, path, body):
+    """Issue 44 item 4: an Idempotency-Key belongs to the key's owner. Another user of the
+    same tenant sending the same key and body gets a new run, not the first user's reply,
+    and nothing tells them the key was used."""
+    _, colleague = api_key_create(user=UserFactory(tenant=tenant), tenant=tenant, name="colleague")
+
+    def post(secret):
+        return httpx.post(f"{live_url}/v1/{path}", json=body, timeout=60,
+                          headers={"Authorization": f"Bearer {secret}", "Idempotency-Key": "shared-key"})
+
+    mine, theirs = post(api_key), post(colleague)
+    assert mine.status_code == theirs.status_code == 200, theirs.text
+    assert "idempotent-replayed" not in theirs.headers
+    assert theirs.json()["id"] != mine.json()["id"] and theirs.headers["x-run-id"] != mine.headers["x-run-id"]
+    runs = GenerationRun.objects.filter(idempotency_key="shared-key")
+    assert sorted(r.chat.owner_id for r in runs) == sorted([user.pk, UserFactory._meta.model.objects.get(
+        api_keys__name="colleague").pk])
+    again = post(api_key)  # the first user's own repeat still replays their completion
+    assert again.headers["idempotent-replayed"] == "true" and again.json()["id"] == mine.json()["id"]

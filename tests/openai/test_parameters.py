@@ -8,7 +8,7 @@ from chatsite.errors import InvalidInput
 from chatsite.openai_api.request import parse_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.runs.models import GenerationRun
-from chatsite.tenancy.models import ApiKey
+from chatsite.runs.admission.credentials import key_authenticate
 from tests.api.helpers import assert_openai_error, key_client, row_counts
 from tests.factories import queueing_pool
 
@@ -20,7 +20,7 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "require
 
 @pytest.fixture
 def key(api_key):
-    return ApiKey.objects.get(name="test")
+    return key_authenticate(api_key)  # the key as the /v1 views read it
 
 
 def _submit(key, **fields) -> GenerationRun:

@@ -8,7 +8,7 @@ from chatsite.errors import InvalidInput
 from chatsite.openai_api.request import parse_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.runs.models import GenerationRun
-from chatsite.tenancy.models import ApiKey
+from chatsite.runs.admission.credentials import key_authenticate
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ BODY = {"model": "flagship", "messages": [{"role": "developer", "content": "Be b
 
 @pytest.fixture
 def key(api_key):
-    return ApiKey.objects.get(name="test")
+    return key_authenticate(api_key)  # the key as the /v1 views read it
 
 
 def test_a_completion_is_a_run_in_a_chat_holding_the_history(key, pool):

@@ -10,12 +10,20 @@ from chatsite.openai_api import views, wire
 from chatsite.runs.stream import codec
 
 
-def _writes(monkeypatch, batches, n=1) -> list[bytes]:
-    async def follow_all(run_ids, *, fresh):
-        for batch in batches:
+class _Outlet:
+    """The one way out, as a /v1 stream reads it (chatsite.runs.outlet.Outlet): these batches."""
+
+    revoked = False
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    async def runs(self, run_ids, *, fresh):
+        for batch in self.batches:
             yield batch
 
-    monkeypatch.setattr(views, "follow_all", follow_all)
+
+def _writes(monkeypatch, batches, n=1) -> list[bytes]:
     runs = [SimpleNamespace(pk=7 + i, pool=SimpleNamespace(name="flagship"), queued_at=None, sampling={})
             for i in range(n)]
     monkeypatch.setattr(views.logprobs_wire, "asked", lambda run: False)
@@ -23,7 +31,7 @@ def _writes(monkeypatch, batches, n=1) -> list[bytes]:
                                                         "index": kw.get("index")})
 
     async def collect():
-        return [w async for w in views._stream(runs, False, wire.CHAT, fresh=True)]
+        return [w async for w in views._stream(_Outlet(batches), runs, False, wire.CHAT, fresh=True)]
 
     with ThreadPoolExecutor(1) as pool:  # a loop of its own (the browser tests' sync API holds the main thread's)
         return pool.submit(asyncio.run, collect()).result(10)

@@ -6,7 +6,7 @@ from django.core.management import CommandError, call_command
 
 from chatsite.errors import RateLimited
 from chatsite.quotas.models import TenantQuota
-from chatsite.runs.services import run_submit
+from chatsite.runs.admission import run_submit
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ import pytest
 
 from chatsite.errors import Overloaded
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_submit
+from chatsite.runs.admission import run_submit
 from tests.factories import ChatFactory, queueing_pool
 
 pytestmark = pytest.mark.django_db
@@ -203,29 +203,19 @@ def test_past_the_free_slots_a_burst_waits_by_what_the_workers_can_finish(tenant
 
 
 def _v1_call(tenant, user, content):
-    """A /v1 call's admission: a new chat (its pool and queue read in one statement), then its run."""
-    from django.db import transaction
+    """A /v1 call's admission: a new chat (unlisted) and its run, through the door."""
+    from chatsite.runs.admission import Ask, Caller, NewChat, Send, run_admit
 
-    from chatsite.chats.services import chat_create_with_history
-
-    with transaction.atomic():
-        chat = chat_create_with_history(tenant=tenant, owner=user, model="v1-queue", history=[])
-        return chat, run_submit(chat=chat, content=content, source=GenerationRun.Source.OPENAI)
+    admitted = run_admit(Ask(caller=Caller(tenant, user), where=NewChat(model="v1-queue", listed=False),
+                             turn=Send(content), source=GenerationRun.Source.OPENAI))
+    return admitted.chat, admitted.run
 
 
-def test_a_v1_call_reads_its_pools_queue_with_the_pool_and_is_shed_by_it(tenant, user):
-    """The pool row and its queue come in one statement (shedding.pool_for_admission), and that
-    read is what admission sheds by: a full queue refuses the call, and writes nothing."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
+def test_a_v1_call_is_shed_by_its_pools_queue_and_writes_nothing(tenant, user):
     from chatsite.chats.models import Chat
 
     queueing_pool("v1-queue", max_queued_runs=2)  # no worker: its runs stay queued
-    with CaptureQueriesContext(connection) as queries:
-        _v1_call(tenant, user, "one")
-    counts = [q["sql"] for q in queries if "count(" in q["sql"]]
-    assert len(counts) == 1 and "p, LATERAL (SELECT count(*)" in counts[0], counts  # the pool's own statement
+    _v1_call(tenant, user, "one")
     _v1_call(tenant, user, "two")
     chats = Chat.objects.count()
     with pytest.raises(Overloaded) as info:
@@ -234,34 +224,11 @@ def test_a_v1_call_reads_its_pools_queue_with_the_pool_and_is_shed_by_it(tenant,
     assert Chat.objects.count() == chats and GenerationRun.objects.filter(pool__name="v1-queue").count() == 2
 
 
-def test_a_queue_read_with_the_pool_is_used_once_and_only_for_its_tenant(tenant, user):
-    from chatsite.runs.services.shedding import pool_backlog, pool_for_admission
-    from tests.factories import TenantFactory
-
-    pool = queueing_pool("v1-queue-once")
-    read = pool_for_admission(tenant, "v1-queue-once")
-    run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="queued after the read")
-    other = TenantFactory()
-    assert pool_backlog(read, other).queued == 1  # another tenant's admission reads its own
-    read = pool_for_admission(tenant, "v1-queue-once")
-    assert pool_backlog(read, tenant).queued == 1
-    run_submit(chat=ChatFactory(tenant=tenant, owner=user, pool=pool), content="a second")
-    assert pool_backlog(read, tenant).queued == 2  # the read was taken: this one is fresh
-
-
-def test_a_rest_message_reads_its_pools_queue_with_its_chat(client, tenant, user):
-    """Sending, regenerating or editing reads the chat, its pool and the pool's queue in one
-    statement (chat_get's `admitting`), and sheds by that read."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
+def test_a_rest_message_is_shed_by_its_chats_pool_queue(client, tenant, user):
     pool = queueing_pool("rest-queue", max_queued_runs=1)
     a, b = ChatFactory(tenant=tenant, owner=user, pool=pool), ChatFactory(tenant=tenant, owner=user, pool=pool)
     client.force_login(user)
-    with CaptureQueriesContext(connection) as queries:
-        resp = client.post(f"/api/chats/{a.pk}/messages/", {"content": "hi"}, content_type="application/json")
+    resp = client.post(f"/api/chats/{a.pk}/messages/", {"content": "hi"}, content_type="application/json")
     assert resp.status_code == 202
-    counts = [q["sql"] for q in queries if "count(" in q["sql"]]
-    assert len(counts) == 1 and 'FROM "chats_chat" WHERE id' in counts[0] and "LATERAL" in counts[0], counts
     resp = client.post(f"/api/chats/{b.pk}/messages/", {"content": "hi"}, content_type="application/json")
     assert resp.status_code == 503 and "1 requests waiting" in resp.json()["error"]["message"]

@@ -12,7 +12,8 @@ from chatsite.redis_client import get_redis
 from chatsite.runs import fair_queue, queues, task_message
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_claim, run_release, run_submit
+from chatsite.runs.admission import run_submit
+from chatsite.runs.services import run_cancel, run_claim, run_release
 from chatsite.runs.services.sweep import runs_sweep
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import queued_messages

@@ -11,7 +11,8 @@ from chatsite.quotas.models import TenantQuota, TenantUsage
 from chatsite.quotas.periods import period_start, period_start_sql
 from chatsite.redis_client import get_redis
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_finalize, run_submit
+from chatsite.runs.admission import run_submit
+from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import codec
 from tests.runs.helpers import end_stream, xadd_tokens
 

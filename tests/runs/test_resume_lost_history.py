@@ -7,7 +7,7 @@ import pytest
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
-from chatsite.runs.services import run_submit
+from chatsite.runs.admission import run_submit
 from chatsite.runs.stream import codec
 from tests.factories import ChatFactory, queueing_pool
 from tests.runs.helpers import xadd_tokens

@@ -3,7 +3,8 @@ import pytest
 
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_claim, run_finalize, run_release, run_submit
+from chatsite.runs.admission import run_submit
+from chatsite.runs.services import run_cancel, run_claim, run_finalize, run_release
 from chatsite.runs.stream import codec, log
 from tests.runs.helpers import end_stream, xadd_tokens
 

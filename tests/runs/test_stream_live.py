@@ -120,7 +120,7 @@ def test_cancel_stops_the_run_and_keeps_the_partial_reply(live_url, fake_workers
 def test_a_repeated_entry_from_a_retried_write_reaches_no_client_twice(live_url, tenant, user, auth):
     """A pipeline retried after a lost reply may append an entry twice; SSE skips it by seq,
     from the start and on resume."""
-    from chatsite.runs.services import run_submit
+    from chatsite.runs.admission import run_submit
     from tests.factories import ChatFactory, queueing_pool
 
     idle_pool = queueing_pool("no-worker-pool")  # no worker consumes it: we write the stream by hand
@@ -140,7 +140,7 @@ def test_a_repeated_entry_from_a_retried_write_reaches_no_client_twice(live_url,
 def test_a_worker_taking_a_run_whose_stream_has_a_gap_fails_it_once(live_url, fake_workers, tenant, user, auth):
     """Entries lost (e.g. a Redis restart without persistence) must not poison the system:
     the run fails with a clear error, once, and its readers are told why."""
-    from chatsite.runs.services import run_submit
+    from chatsite.runs.admission import run_submit
     from tests.factories import ChatFactory, queueing_pool
     from tests.runs.helpers import xadd_tokens
 

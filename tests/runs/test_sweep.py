@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_claim, run_submit
+from chatsite.runs.admission import run_submit
+from chatsite.runs.services import run_claim
 from chatsite.runs.services import sweep as sweep_module
 from chatsite.runs.services.sweep import runs_sweep
 from chatsite.runs.stream import codec, lease, log

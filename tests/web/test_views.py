@@ -134,12 +134,12 @@ def test_pages_forbid_inline_and_foreign_scripts(signed_in, client, chat):
 def test_chats_the_openai_api_made_stay_in_the_admin(client, tenant, user, pool):
     from django.contrib.auth import get_user_model
 
-    from chatsite.chats.services import chat_create_with_history
-    from chatsite.runs.services import run_submit
+    from chatsite.runs.admission import Ask, Caller, NewChat, Send, run_admit
 
-    chat = chat_create_with_history(tenant=tenant, owner=user, model="flagship",
-                                    history=[{"role": "system", "content": "Be brief."}])
-    run = run_submit(chat=chat, content="From a script", source=GenerationRun.Source.OPENAI)
+    admitted = run_admit(Ask(caller=Caller(tenant, user), source=GenerationRun.Source.OPENAI, turn=Send("From a script"),
+                             where=NewChat(model="flagship", listed=False,
+                                           history=({"role": "system", "content": "Be brief."},))))
+    chat, run = admitted.chat, admitted.run
     assert not chat.listed and run.prompt_snapshot == [{"role": "system", "content": "Be brief."},
                                                       {"role": "user", "content": "From a script"}]
     client.force_login(user)

@@ -8,7 +8,8 @@ import pytest
 from chatsite.redis_client import get_redis
 from chatsite.runs import fair_queue, queues
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_end, run_release, run_submit
+from chatsite.runs.admission import run_submit
+from chatsite.runs.services import run_cancel, run_end, run_release
 from chatsite.runs.stream import codec
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from workers import fair_pick

@@ -11,7 +11,7 @@ from chatsite.openai_api.services import completion_submit
 from chatsite.redis_client import get_redis
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.stream import codec
-from chatsite.tenancy.models import ApiKey
+from chatsite.runs.admission.credentials import key_authenticate
 from tests.runs.helpers import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,8 +22,8 @@ CARRIED = [["The", -0.25, [["The", -0.25], ["A", -1.75]]], [" loop", -0.5, [[" l
 def test_the_carried_tokens_logprobs_are_kept_once(fake_workers, pool, api_key):
     body = {"model": "flagship", "max_tokens": 20, "logprobs": True, "top_logprobs": 2,
             "messages": [{"role": "user", "content": "Explain loops."}]}
-    with mock.patch("chatsite.runs.services.admission.run_dispatch_choices"):  # no task yet: an attempt "began" first
-        run = completion_submit(key=ApiKey.objects.get(name="test"), request=parse_completion_request(body)).run
+    with mock.patch("chatsite.runs.admission.door.run_dispatch_choices"):  # no task yet: an attempt "began" first
+        run = completion_submit(key=key_authenticate(api_key), request=parse_completion_request(body)).run
     key = redis_keys.run_stream(run.pk)
     entry = codec.logprobs_token_fields(seq=0, n=2, text="The loop", attempt=1, logprobs=CARRIED)
     get_redis().xadd(key, entry)

@@ -8,21 +8,21 @@ from chatsite.openai_api.request import parse_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.stream import log as stream_log
-from chatsite.tenancy.models import ApiKey
+from chatsite.runs.admission.credentials import key_authenticate
 from tests.runs.helpers import wait_terminal, xadd_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _submit(response_format):
+def _submit(api_key, response_format):
     body = {"model": "flagship", "max_tokens": 20, "response_format": response_format,
             "messages": [{"role": "user", "content": "Answer in JSON."}]}
-    with mock.patch("chatsite.runs.services.admission.run_dispatch_choices"):  # no task yet: an attempt "began" first
-        return completion_submit(key=ApiKey.objects.get(name="test"), request=parse_completion_request(body)).run
+    with mock.patch("chatsite.runs.admission.door.run_dispatch_choices"):  # no task yet: an attempt "began" first
+        return completion_submit(key=key_authenticate(api_key), request=parse_completion_request(body)).run
 
 
 def test_a_begun_json_reply_ends_with_structured_output_interrupted(fake_workers, pool, api_key):
-    run = _submit({"type": "json_object"})
+    run = _submit(api_key, {"type": "json_object"})
     xadd_tokens(run.pk, ['{"a', '": '])  # what the first attempt streamed before its worker died
     run_dispatch(run)
     saved = wait_terminal(run.pk)
@@ -31,7 +31,7 @@ def test_a_begun_json_reply_ends_with_structured_output_interrupted(fake_workers
 
 
 def test_a_begun_text_reply_is_carried_on(fake_workers, pool, api_key):
-    run = _submit(None)
+    run = _submit(api_key, None)
     xadd_tokens(run.pk, ["The", " loop"])
     run_dispatch(run)
     saved = wait_terminal(run.pk)

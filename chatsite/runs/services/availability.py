@@ -3,7 +3,7 @@ unless it queues while a worker starts (scale from zero)."""
 import time
 
 from chatsite.errors import ModelUnavailable
-from chatsite.metrics.counters import count_unavailable
+from chatsite.counters import count_unavailable
 from chatsite.pools.health import STALE_SECONDS, pool_has_live_worker
 from chatsite.runs.models import GenerationRun
 

@@ -10,17 +10,11 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from chatsite import rows, stage_trace
+from chatsite import stage_trace
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.store.claim import run_take
 from chatsite.runs.stream import lease, log
 from chatsite.runs.stream.log import Reply
-
-# The compare-and-set in one statement (one round trip): a terminal run is left alone.
-_RUN = rows.Columns(GenerationRun, "r")
-_CLAIM = rows.prepared(
-    f'UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
-    f'started_at = COALESCE(started_at, %s) WHERE id = %s AND status NOT IN {rows.sql_in(GenerationRun.TERMINAL)} '
-    f'RETURNING {_RUN.sql}')
 
 
 @dataclass(frozen=True)
@@ -40,8 +34,7 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     if token is None:
         return None
     try:
-        row = rows.fetch_one(_CLAIM, [GenerationRun.Status.RUNNING, worker, timezone.now(), run_id])
-        run = None if row is None else _RUN.build(row)
+        run = run_take(run_id=run_id, worker=worker, now=timezone.now())
     except BaseException:
         lease.release(run_id, token)
         raise

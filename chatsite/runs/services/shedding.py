@@ -14,31 +14,17 @@ from datetime import timedelta
 from django.utils import timezone
 
 from chatsite.errors import Overloaded
-from chatsite.metrics.counters import count_shed
+from chatsite.counters import count_shed
 from chatsite.pools.health import pool_slots
-from chatsite.pools.models import ModelPool
-from chatsite.pools.selectors import POOL_COLUMNS, plausible_pool_name, pool_checked
-from chatsite.rows import fetch_one, prepared
 from chatsite.runs import fair_queue
-from chatsite.runs.models import GenerationRun
-from chatsite.runs.selectors import keep_queue_read, queue_lateral, take_queue_read
+from chatsite.runs.store import queue as store
+from chatsite.runs.store.queue import QueueCounts
 
 RATE_WINDOW = timedelta(seconds=60)
 # What the path that would refuse reads of a pool's finished runs and its workers' slots, a process reads
 # at most once a MEMO_SECONDS per pool: a second's lag on a minute's window, and on heartbeats a second apart.
 MEMO_SECONDS = 1.0
 _memo: dict[tuple, tuple[float, object]] = {}  # (what, pool) -> (monotonic time, value)
-# Plain SQL: every admission asks (chatsite/rows.py).
-_RUNS = GenerationRun._meta.db_table
-# A pool's queue (parameters: the tenant, the pool's id), counted as every admission reads it (queue_lateral).
-_QUEUED = f'SELECT q.* FROM "{POOL_COLUMNS.table}" p, {queue_lateral("p")} WHERE p.id = %s'
-# A pool by name and its queue (parameters: the tenant, the name), in one round trip:
-# what a call that makes a chat for its run reads before admitting it (pool_for_admission).
-_POOL_AND_QUEUE = prepared(
-    f'SELECT {POOL_COLUMNS.sql}, q.* FROM "{POOL_COLUMNS.table}" p, {queue_lateral("p")} WHERE p.name = %s')
-_FINISHED = (f'SELECT count(*), avg(extract(epoch FROM finished_at - started_at)) FROM "{_RUNS}" '
-             f'WHERE pool_id = %s AND finished_at >= %s')
-_RUNNING = f'SELECT count(*) FROM "{_RUNS}" WHERE pool_id = %s AND status = %s'
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,29 +61,14 @@ class Backlog:
         return ahead / rate
 
 
-def pool_for_admission(tenant, name) -> ModelPool:
-    """pool_for_tenant(tenant, name), with the pool's queue read in the same statement for
-    the admission that follows (pool_backlog takes it, once): a /v1 or Responses call makes
-    a chat, then admits its run, and asked Postgres for the two in two round trips."""
-    row = fetch_one(_POOL_AND_QUEUE, [tenant.pk, name]) if plausible_pool_name(name) else None
-    pool = None
-    if row is not None:
-        pool = POOL_COLUMNS.build(row[:len(POOL_COLUMNS)])
-        keep_queue_read(pool, tenant, row[len(POOL_COLUMNS):])
-    return pool_checked(tenant, name, pool)
-
-
-def pool_backlog(pool, tenant) -> Backlog:
-    """The pool's queue and the tenant's part of it (one query on the (pool, status)
-    index, unless the statement that read the pool or the chat for this admission read it
-    too: runs.selectors.queue_lateral), and the pool's finish rate, read only when a new
-    run would wait at all."""
-    read = take_queue_read(pool, tenant)  # once: a later admission with this pool reads its own
-    if read is not None:
-        queued, mine, tenants = read
-    else:
-        queued, mine, tenants = fetch_one(_QUEUED, [tenant.pk, pool.pk])
-    backlog = Backlog(queued=queued, mine=mine, tenants=tenants + (0 if mine else 1), finished=0)
+def pool_backlog(pool, tenant_id: int, queue: QueueCounts | None = None) -> Backlog:
+    """The pool's queue and the tenant's part of it (`queue`, as admission read it with the
+    pool or the chat, or read now), and the pool's finish rate, read only when a new run
+    would wait at all."""
+    if queue is None:
+        queue = store.queue_counts(tenant_id=tenant_id, pool_id=pool.pk)
+    backlog = Backlog(queued=queue.queued, mine=queue.mine, tenants=queue.tenants + (0 if queue.mine else 1),
+                      finished=0)
     if backlog.ahead(fair_queue.enabled()) == 0:
         return backlog
     finished, run_seconds = _finished_recently(pool)
@@ -110,7 +81,7 @@ def free_slots(pool, slots: int) -> int:
     second old). Asked only when a new run would otherwise be refused for its wait."""
     if slots == 0:
         return 0
-    return max(0, slots - fetch_one(_RUNNING, [pool.pk, GenerationRun.Status.RUNNING])[0])
+    return max(0, slots - store.running_count(pool_id=pool.pk))
 
 
 def _finished_recently(pool) -> tuple[int, float | None]:
@@ -120,10 +91,8 @@ def _finished_recently(pool) -> tuple[int, float | None]:
     That is a cost which grows with the pool's throughput (1.2-2.5 ms of Postgres for
     6,000 runs a minute, most of them not yet all-visible), so a process counts at
     most once a MEMO_SECONDS per pool."""
-    def read():
-        finished, run_seconds = fetch_one(_FINISHED, [pool.pk, timezone.now() - RATE_WINDOW])
-        return finished, float(run_seconds) if run_seconds is not None else None
-    return _memoized(("finished", pool.pk), read)
+    return _memoized(("finished", pool.pk),
+                     lambda: store.finished_since(pool_id=pool.pk, since=timezone.now() - RATE_WINDOW))
 
 
 def _slots(pool) -> int:
@@ -145,14 +114,15 @@ def forget_memos() -> None:
     _memo.clear()
 
 
-def shed_if_overloaded(pool, tenant, *, arriving: int = 1) -> None:
+def shed_if_overloaded(pool, tenant, *, queue: QueueCounts | None = None, arriving: int = 1) -> None:
     """Raise Overloaded (503 + Retry-After) when the pool's queue is over its limits:
     over max_queued_runs while the tenant holds at least its share of it (all of it
     without fair ordering), or when the tenant's expected wait is past max_queue_wait_seconds.
-    `arriving`: the runs this request would queue (a completion's n choices): the queue
-    may not go past its limit by them."""
+    `arriving`: the runs this request would queue (a completion's n choices, each a run
+    of the tenant's share): the queue may not go past its limit by them. `queue`: the
+    pool's queue as admission read it."""
     fair = fair_queue.enabled()
-    backlog = pool_backlog(pool, tenant)
+    backlog = pool_backlog(pool, tenant.pk, queue)
     wait = backlog.wait_seconds(fair)
     if wait is not None and wait > pool.max_queue_wait_seconds:
         # The finish rate measures what the pool was asked for, not what it can do: a burst

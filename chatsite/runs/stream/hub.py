@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
+import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
@@ -38,8 +39,9 @@ _XREAD_HEAD = b"".join(map(_bulk, (b"XREAD", b"COUNT", b"%d" % READ_COUNT, b"BLO
                                   b"STREAMS")))
 
 
-class HubError(Exception):
-    """The hub lost Redis; followers should end their response so clients reconnect."""
+class HubError(redis.ConnectionError):
+    """The hub lost Redis; followers should end their response so clients reconnect (a
+    connection error: the surfaces answer it as Redis being away)."""
 
 
 def _raw(entry_id: str, flat: list):

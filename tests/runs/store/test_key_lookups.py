@@ -1,12 +1,13 @@
 """A chat, or a run's choices, is read by its key, then checked for tenant and owner:
 never through the (tenant, owner, ...) index, which the planner may take when its
-statistics lag and then reads every chat of the user (chats.selectors._BY_KEY)."""
+statistics lag and then reads every chat of the user (store.reads)."""
 import pytest
 from django.db import connection
 
 from chatsite.chats import selectors as chat_selectors
 from chatsite.errors import NotFound
 from chatsite.runs import selectors as run_selectors
+from chatsite.runs.store import reads
 from tests.factories import ChatFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -40,29 +41,25 @@ def many_chats(tenant, user, pool):
     return Chat.objects.filter(owner=user).order_by("-id")[0]
 
 
-@pytest.mark.parametrize("statement", ["_CHAT_GET", "_CHAT_GET_ADMITTING"])
-def test_a_chat_is_read_by_its_key_however_many_chats_its_user_has(many_chats, tenant, user, statement):
-    sql = str(getattr(chat_selectors, statement))
-    params = [many_chats.pk, tenant.pk, user.pk] if statement == "_CHAT_GET" else \
-        [many_chats.pk, tenant.pk, tenant.pk, user.pk]
-    plan = _plan(sql, params)
+def test_a_turns_chat_is_read_by_its_key_however_many_chats_its_user_has(many_chats, tenant, user):
+    plan = _plan(str(reads._CHAT_FOR_TURN), [many_chats.pk, tenant.pk, tenant.pk, user.pk])
     assert "chats_chat_pkey" in plan and "chats_chat_tenant_" not in plan, plan
 
 
 def test_the_key_read_still_keeps_other_tenants_and_users_out(many_chats, tenant, user):
     assert chat_selectors.chat_get(tenant=tenant, user=user, chat_id=many_chats.pk).pk == many_chats.pk
+    assert reads.chat_for_turn(tenant=tenant, user_id=user.pk, chat_id=many_chats.pk).chat.pk == many_chats.pk
     for other_tenant, other_user in ((TenantFactory(), user), (tenant, UserFactory(tenant=tenant))):
-        for admitting in (False, True):
-            with pytest.raises(NotFound):
-                chat_selectors.chat_get(tenant=other_tenant, user=other_user, chat_id=many_chats.pk,
-                                        admitting=admitting)
+        with pytest.raises(NotFound):
+            chat_selectors.chat_get(tenant=other_tenant, user=other_user, chat_id=many_chats.pk)
+        with pytest.raises(NotFound):
+            reads.chat_for_turn(tenant=other_tenant, user_id=other_user.pk, chat_id=many_chats.pk)
 
 
 def test_a_runs_choices_are_read_by_their_keys_within_its_tenant(chat):
-    from chatsite.runs.services import run_submit
+    from chatsite.runs.admission import run_submit
 
     first = run_submit(chat=chat, content="three ways", choices=3)
-    del first.admitted_choices  # read back, not the instances admission wrote
     choices = run_selectors.run_choices(first)
     assert [(c.pk == first.pk or c.choice_of_id == first.pk, c.choice_index) for c in choices] == \
         [(True, 0), (True, 1), (True, 2)]

@@ -1,9 +1,10 @@
-"""Plain SQL for the hot path: rows of joined tables into model instances.
+"""The store's private engine: plain SQL, and rows of joined tables into model instances.
 
 A request that admits a run, and the finalize that ends it, run a dozen queries each;
 the ORM's compilation of them (building the SQL from querysets, per call) cost more
-CPU than Postgres spent answering (bench/lifecycle_cpu.py). Their SQL is written once,
-here or next to the service, and the rows become ordinary model instances.
+CPU than Postgres spent answering (measured then with cProfile of the message POST).
+So the hot path's statements are written once, in the store's modules, and their rows
+become ordinary model instances. Nothing outside chatsite/runs/store/ imports this.
 
 Each call looks the connection up once (`_db()`): `django.db.connection` is a proxy whose
 every attribute is an asgiref Local lookup, ~2 us here, and a field's value conversion
@@ -79,6 +80,12 @@ def fetch_one(sql: str, params) -> tuple | None:
     with _db().cursor() as cur:
         cur.execute(sql, params)
         return cur.fetchone()
+
+
+def fetch_all(sql: str, params) -> list[tuple]:
+    with _db().cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
 
 
 PREPARED_ROWS = 8  # a turn's messages, a call's choices; a long history's insert is not worth keeping

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand
 
 from chatsite.pools.health import live_workers
 from chatsite.pools.models import ModelPool
-from chatsite.pools.scaling import pool_recommend
+from chatsite.metrics.scaling import pool_recommend
 
 
 class Command(BaseCommand):

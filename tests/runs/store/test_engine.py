@@ -1,11 +1,10 @@
-"""A pooled connection keeps the hot path's marked statements prepared, and only those."""
+"""The store's engine: a pooled connection keeps the statements it marks prepared, and only those."""
 import psycopg
 import pytest
 from django.db import connection
 
-from chatsite import rows
 from chatsite.pg_backend.base import DatabaseWrapper
-from chatsite.runs.services import admission, claim, finalize
+from chatsite.runs.store import engine
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +18,7 @@ def _prepared(conn) -> set[str]:
 def test_marked_statements_are_prepared_on_first_run_and_others_never():
     settings = {**connection.settings_dict, "OPTIONS": {**connection.settings_dict["OPTIONS"], "server_side_binding": True}}
     params = DatabaseWrapper(settings).get_connection_params()  # the pooled engine's connections
-    marked = rows.prepared("SELECT %s::int + 1")
+    marked = engine.prepared("SELECT %s::int + 1")
     unmarked = "SELECT %s::int + 2"
     with psycopg.connect(**params) as conn:
         with conn.cursor() as cur:
@@ -30,14 +29,3 @@ def test_marked_statements_are_prepared_on_first_run_and_others_never():
                 assert cur.fetchone() == (i + 2,)
         statements = _prepared(conn)
     assert statements == {"SELECT $1::int + 1"}
-
-
-def test_the_statements_with_a_skew_sensitive_plan_are_not_marked():
-    """Prepared, they could run on a generic plan: the reply-in-progress check of a new
-    chat scanned every run when one chat held most of them (rows.prepared)."""
-    from chatsite.runs.services import shedding
-
-    for sql in (admission._BUSY_AND_LEAF, shedding._QUEUED, shedding._FINISHED):
-        assert sql not in rows.PREPARED
-    for sql in (admission._LOCK_CHAT, claim._CLAIM, finalize._FINALIZE):
-        assert sql in rows.PREPARED

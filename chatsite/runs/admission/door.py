@@ -1,0 +1,101 @@
+"""The one door: every run, whatever surface asks for it, is admitted here.
+
+The rules, in this order, the same for every surface:
+1. the credential and its owner: the caller comes authenticated by its surface; a
+   turn in an existing chat must be in one of the caller's own (404 otherwise);
+2. idempotency, scoped to the owner (chatsite.runs.admission.idempotency);
+3. the request itself: the pool (allowed to the tenant, enabled), the sampling, the
+   text and the room it needs (400, naming the field);
+4. request limits: the tenant's requests per minute (429);
+5. in one transaction, under the chat's lock (one reply at a time, 409): the budget and
+   the concurrency, reserved for every choice (429);
+6. the fair share and shedding, counting every choice as a run (503 + Retry-After),
+   and a pool with no live worker (503);
+7. the turn's rows written; after commit, its runs dispatched.
+A refusal at any step writes nothing. Surfaces only translate their wire format into an
+Ask and the Admitted back."""
+from django.db import IntegrityError, transaction
+
+from chatsite import stage_trace
+from chatsite.chats import live
+from chatsite.quotas.services import quota_check_rate, quota_for, quota_reserve_choices, refusals_counted
+from chatsite.runs.admission import idempotency, write
+from chatsite.runs.admission.ask import Admitted, Ask, NewChat, Send
+from chatsite.runs.admission.plan import Plan, plan as plan_turn
+from chatsite.runs.dispatch import run_dispatch_choices
+from chatsite.runs.services.availability import refuse_if_no_worker
+from chatsite.runs.services.finalize import run_finalize
+from chatsite.runs.services.shedding import shed_if_overloaded
+from chatsite.runs.store import choices as store_choices, turns as store_turns
+from chatsite.runs.stream import log as stream_log
+
+
+def run_admit(ask: Ask) -> Admitted:
+    """Admit the turn `ask` describes: its messages and one queued run per choice,
+    dispatched once committed; or, for a repeat of the owner's earlier call with the same
+    Idempotency-Key, that call's runs (`replayed`), writing nothing.
+
+    Raises InvalidInput (400) and NotFound (404) naming what is wrong with the request,
+    Conflict (409) while a reply is being generated in the chat or for a key used with
+    another request, RateLimited (429) for the tenant's own limits and Overloaded or
+    ModelUnavailable (503) when the pool cannot take it, both with a retry_after."""
+    key = idempotency.check_key(ask.idempotency_key)
+    asked = idempotency.ask_digest(ask) if key else ""
+    if key and (earlier := idempotency.earlier(ask, key, asked)) is not None:
+        return _replayed(earlier)
+    plan = plan_turn(ask)
+    tenant = ask.caller.tenant
+    quota = ask.caller.limits.quota if ask.caller.limits is not None else quota_for(tenant)
+    with refusals_counted(tenant):
+        quota_check_rate(tenant=tenant, quota=quota)
+        try:
+            return _admit_once(ask, plan, quota, asked)
+        except write.ReplyInProgress as busy:
+            # The previous reply's stream has ended but its worker has not saved it yet (the
+            # terminal entry comes first): save it here (idempotent), then admit this turn.
+            if not stream_log.has_ended(busy.run_id):
+                raise
+            run_finalize(run_id=busy.run_id)
+            return _admit_once(ask, plan, quota, asked)
+        except IntegrityError:  # a call with the same key committed first
+            earlier = idempotency.earlier(ask, key, asked) if key else None
+            if earlier is None:
+                raise
+            return _replayed(earlier)
+
+
+def _admit_once(ask: Ask, plan: Plan, quota, asked_digest: str) -> Admitted:
+    chat, tenant = plan.chat, ask.caller.tenant
+    with transaction.atomic():
+        *leaf, branched = write.path_end(plan, ask)
+        asked, replies, anchor = write.messages(plan, ask, tuple(leaf))
+        snapshot, prompt_tokens = write.snapshot(plan, asked)
+        write.refuse_unless_whole(plan, ask, snapshot, prompt_tokens)
+        reservations = quota_reserve_choices(
+            tenant=tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=plan.sampling.max_tokens,
+            active_runs=lambda: store_turns.active_runs(tenant_id=tenant.pk), choices=ask.choices)
+        shed_if_overloaded(plan.pool, tenant, queue=plan.queue, arriving=ask.choices)
+        refuse_if_no_worker(plan.pool)
+        write.messages_insert(plan, asked, replies)
+        runs = write.runs(plan, ask, asked, replies, reservations, snapshot=snapshot, digest=asked_digest)
+        stage_trace.mark("web.saved", runs[0].pk)
+        versions = None
+        if isinstance(ask.turn, Send) and plan.edit_of is None and not branched and ask.choices == 1:
+            versions = {asked.pk: [asked.pk], replies[0].pk: [replies[0].pk]}  # a turn at a path's end
+        # No worker can have served a chat this transaction made, and one choice pins none
+        # (several are pinned together before dispatch): the router need not ask Redis.
+        pinned = not (plan.new and ask.choices == 1)
+        transaction.on_commit(lambda: run_dispatch_choices(runs, pinned=pinned))
+        if plan.new and isinstance(ask.where, NewChat):
+            live.chat_event(chat, live.CHAT_CREATED, title=chat.title)
+        live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=replies[0].pk, run=runs[0].pk, title=chat.title)
+        admitted = Admitted(runs=tuple(runs), chat=chat, versions=versions)
+        if ask.also is not None:
+            ask.also(admitted)
+        return admitted
+
+
+def _replayed(run) -> Admitted:
+    """The owner's earlier call's runs (its choices as saved), as it admitted them."""
+    choices = store_choices.run_choices(run_id=run.pk, tenant_id=run.tenant_id)
+    return Admitted(runs=(run, *choices[1:]), chat=run.chat, replayed=True)

@@ -1,0 +1,89 @@
+"""A run's end in one statement: the run's row locked and updated, its reply's text
+saved and the tenant's usage settled, by data-modifying CTEs, in one round trip. The
+four statements and the transaction they replaced cost the worker and Postgres more
+CPU than the rest of the finalize (bench.per_run)."""
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from chatsite.chats.models import Message
+from chatsite.quotas.models import TenantQuota, TenantUsage
+from chatsite.quotas.periods import period_start_sql
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.store.engine import Columns, fetch_one, prepared, split, sql_in
+
+_RUNS = GenerationRun._meta.db_table
+_POOLS = GenerationRun._meta.get_field("pool").related_model._meta.db_table
+# The run's columns but its prompt snapshot (it can be the chat's last 200 messages).
+_RUN = Columns(GenerationRun, "g", exclude=("prompt_snapshot",))
+_SAVED = Columns(GenerationRun, "s", exclude=("prompt_snapshot",))
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """What the run's stream says of its end (None: the field keeps its value)."""
+    status: str
+    finished_at: datetime
+    finish_reason: str
+    completion_tokens: int
+    prompt_tokens: int | None  # None for a failed run: what admission estimated stays
+    error: str | None
+    first_token_at: datetime | None  # None for a run that streamed no token
+    itl_ms: float | None
+    logprobs: str  # JSON, saved only if the run asked for them
+    text: str  # the reply's text (appended: a continued reply's message holds its start)
+
+
+def _settle(run: str) -> str:
+    """The run settled on its tenant's usage row: its reservation released, the tokens it
+    used recorded, on the row of the period it was queued in (made if that period has none
+    yet). `run`: a CTE of one row with tenant_id, queued_at, reserved_tokens, used and the
+    tenant's budget `period` (NULL: month)."""
+    usage = TenantUsage._meta.db_table
+    return (f'INSERT INTO "{usage}" AS u (tenant_id, period_start, used_tokens, reserved_tokens, refused_requests) '
+            f'SELECT {run}.tenant_id, {period_start_sql(f"{run}.queued_at", f"{run}.period")}, {run}.used, 0, 0 '
+            f'FROM {run} ON CONFLICT (tenant_id, period_start) DO UPDATE SET '
+            f'reserved_tokens = GREATEST(u.reserved_tokens - (SELECT reserved_tokens FROM {run}), 0), '
+            f'used_tokens = u.used_tokens + EXCLUDED.used_tokens')
+
+
+# r: the run, if it is not terminal yet, locked (FOR UPDATE OF the run only: locking the
+# quota row the join reads deadlocked with admissions); a second finalize waits here for the
+# first to commit, then finds the run terminal and changes nothing. The choices of a
+# completion after the first answer the same prompt: their prompt tokens count once.
+_FINISH = prepared(
+    f'WITH r AS (SELECT g.id, g.tenant_id, g.queued_at, g.reserved_tokens, g.assistant_message_id, '
+    f'(CASE WHEN g.choice_of_id IS NULL THEN COALESCE(%(prompt_tokens)s::integer, g.prompt_tokens) ELSE 0 END) '
+    f'+ %(completion_tokens)s::integer AS used, '
+    f"COALESCE(jsonb_typeof(g.sampling -> 'logprobs'), 'null') <> 'null' AS keeps_logprobs, q.period "
+    f'FROM "{_RUNS}" g LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = g.tenant_id '
+    f'WHERE g.id = %(run_id)s AND g.status NOT IN {sql_in(GenerationRun.TERMINAL)} FOR UPDATE OF g), '
+    f'saved AS (UPDATE "{_RUNS}" g SET status = %(status)s, finished_at = %(finished_at)s, '
+    f'completion_tokens = %(completion_tokens)s, finish_reason = %(finish_reason)s, '
+    f'prompt_tokens = COALESCE(%(prompt_tokens)s::integer, g.prompt_tokens), error = COALESCE(%(error)s, g.error), '
+    f'first_token_at = COALESCE(%(first_token_at)s::timestamptz, g.first_token_at), '
+    f'ttft_ms = CASE WHEN %(first_token_at)s::timestamptz IS NULL THEN g.ttft_ms '
+    f'ELSE GREATEST(0, floor(extract(epoch FROM %(first_token_at)s::timestamptz - g.queued_at) * 1000))::integer END, '
+    f'itl_ms = COALESCE(%(itl_ms)s::double precision, g.itl_ms), '
+    f'logprobs = CASE WHEN r.keeps_logprobs THEN %(logprobs)s::jsonb ELSE g.logprobs END '
+    f'FROM r WHERE g.id = r.id RETURNING {_RUN.sql}), '
+    f'reply AS (UPDATE "{Message._meta.db_table}" m SET content = m.content || %(text)s, '
+    f'token_count = m.token_count + %(completion_tokens)s FROM r WHERE m.id = r.assistant_message_id), '
+    f'settled AS ({_settle("r")}) '
+    f'SELECT {_SAVED.sql}, p.name FROM saved s JOIN "{_POOLS}" p ON p.id = s.pool_id')
+_READ = f'SELECT {_RUN.sql} FROM "{_RUNS}" g WHERE g.id = %s'
+
+
+def run_finish(*, run_id: int, ending: Ending) -> tuple[GenerationRun, str] | None:
+    """End the run as `ending` says: (the run as saved, its pool's name); None, changing
+    nothing, when the run is terminal already (or there is no such run)."""
+    row = fetch_one(_FINISH, {"run_id": run_id, **asdict(ending)})
+    if row is None:
+        return None
+    run, pool_name = split(row, _SAVED)
+    return run, pool_name
+
+
+def run_read(*, run_id: int) -> GenerationRun | None:
+    """The run as saved (without its prompt snapshot)."""
+    row = fetch_one(_READ, [run_id])
+    return None if row is None else _RUN.build(row)

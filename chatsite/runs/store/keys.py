@@ -1,0 +1,39 @@
+"""The credential's read: an API key by its prefix, with its user and tenant and what
+admitting a run needs of the tenant (its quota, the pools it may use), in one statement:
+every API request makes it."""
+from functools import cache
+
+from django.contrib.auth import get_user_model
+
+from chatsite.quotas.models import TenantQuota
+from chatsite.runs.store.engine import Columns, fetch_one, prepared, split
+from chatsite.tenancy.credentials import KeyRead, TenantLimits
+from chatsite.tenancy.models import ApiKey, Membership, Tenant
+
+
+@cache
+def _statement():
+    key, user, tenant, quota = (Columns(ApiKey, "k"), Columns(get_user_model(), "u"), Columns(Tenant, "t"),
+                                Columns(TenantQuota, "q"))
+    allowed = Tenant.allowed_pools.through._meta.db_table
+    sql = prepared(
+        f'SELECT {key.sql}, {user.sql}, {tenant.sql}, {quota.sql}, '
+        f'ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = k.tenant_id) FROM "{key.table}" k '
+        f'JOIN "{user.table}" u ON u.id = k.user_id JOIN "{tenant.table}" t ON t.id = k.tenant_id '
+        f'LEFT JOIN "{quota.table}" q ON q.tenant_id = k.tenant_id '
+        f'WHERE k.prefix = %s AND k.revoked_at IS NULL AND EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m '
+        f'WHERE m.user_id = k.user_id AND m.tenant_id = k.tenant_id)')
+    return sql, (key, user, tenant, quota)
+
+
+def live_key(*, prefix: str) -> KeyRead | None:
+    """The unrevoked key with this prefix whose user is still a member of its tenant
+    (removed from it, the keys made while a member stop working too); None otherwise.
+    Its secret, and whether user and tenant are active, are the caller's to check."""
+    sql, columns = _statement()
+    row = fetch_one(sql, [prefix])
+    if row is None:
+        return None
+    key, user, tenant, quota, pool_ids = split(row, *columns)
+    key.user, key.tenant = user, tenant
+    return KeyRead(key, TenantLimits(quota=quota, allowed_pool_ids=frozenset(pool_ids)))

@@ -1,0 +1,24 @@
+"""Text a client sends (a message, a title, a name): the one check, for every app."""
+from chatsite.errors import InvalidInput
+
+
+def has_surrogates(value: str) -> bool:
+    """Whether `value` holds a lone UTF-16 surrogate (a JSON "\\ud800" escape): not
+    text, and refused by Postgres."""
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+
+
+def clean_text(value, *, field: str, max_chars: int, allow_empty: bool = False) -> str:
+    """A message body: a string of valid Unicode without NUL bytes, at most
+    `max_chars`, and not blank unless `allow_empty`."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    if "\x00" in value:
+        raise InvalidInput(f"{field} contains a NUL byte, which is not allowed", field=field)
+    if has_surrogates(value):
+        raise InvalidInput(f"{field} is not valid UTF-8 text (it has an unpaired surrogate escape)", field=field)
+    if not allow_empty and not value.strip():
+        raise InvalidInput(f"{field} must not be empty", field=field)
+    if len(value) > max_chars:
+        raise InvalidInput(f"{field} is {len(value)} characters; the limit is {max_chars}", field=field)
+    return value
