@@ -256,6 +256,9 @@ CHATSITE.update({
     "FAIR_QUEUE": os.environ.get("CHATSITE_FAIR_QUEUE", "1") != "0",
     # On a CPU host, bind vLLM's engine-core process to its model worker's cores.
     "COLOCATE_ENGINE_CORE": os.environ.get("CHATSITE_COLOCATE_ENGINE_CORE", "1") != "0",
+    # Where each worker names its engine's processes (inference/engine_lifetime.py): a worker
+    # started under a dead one's name ends that one's engine if it still runs.
+    "ENGINE_RECORD_DIR": Path(os.environ.get("CHATSITE_ENGINE_RECORD_DIR", VAR_DIR / "run")),
 })
 
 # Celery: Redis broker; settings the worker reads are in workers/app.py.
