@@ -168,11 +168,13 @@ class EngineRecord:
                 proc.send_signal(signal.SIGKILL)  # an orphan: nobody to answer, nothing to drain
             except psutil.NoSuchProcess:
                 pass
+            except psutil.Error as exc:  # not ours to end (another user's): said, and the start goes on
+                log.warning("could not end pid %s of a dead predecessor's engine: %s", proc.pid, exc)
         _, alive = psutil.wait_procs(leftovers, timeout=KILL_WAIT_SECONDS)
         if leftovers:
             log.warning("ended a dead predecessor's engine: pids %s%s", [p.pid for p in leftovers],
                         f" (still running: {[p.pid for p in alive]})" if alive else "")
-        self.path.unlink(missing_ok=True)
+        self._forget()
         return [p.pid for p in leftovers if p not in alive]
 
     def write(self, worker_pid: int | None = None) -> None:
@@ -182,15 +184,25 @@ class EngineRecord:
         worker = psutil.Process(worker_pid or os.getpid())
         cores, workers = engine_processes(worker.pid)
         record = {"worker": _identity(worker), "engine": [_identity(p) for p in cores + workers]}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, self.path)
+        except OSError as exc:  # a read-only disk: the engine still serves, with one guard fewer
+            log.warning("engine record %s not written (%s): a next start cannot end this engine if it "
+                        "outlives this worker", self.path, exc)
 
     def remove(self) -> None:
         """Forget the file after a clean stop, if it still names this process."""
         try:
             if json.loads(self.path.read_text())["worker"]["pid"] == os.getpid():
-                self.path.unlink()
+                self._forget()
         except (OSError, ValueError, KeyError, TypeError):
             pass
+
+    def _forget(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("engine record %s not removed: %s", self.path, exc)

@@ -153,6 +153,14 @@ def test_a_clean_stop_forgets_only_its_own_record(tmp_path, spawned):
     assert not mine.path.exists() and theirs.path.exists()
 
 
+def test_a_record_that_cannot_be_written_or_removed_does_not_stop_a_worker(tmp_path):
+    (tmp_path / "not-a-folder").write_text("")
+    record = EngineRecord(tmp_path / "not-a-folder" / "engine-w@host.json")
+    record.write()  # a read-only disk, say: said in the log, and the worker serves on
+    assert record.clear_predecessor() == []
+    record.remove()
+
+
 def test_a_process_that_asked_to_die_with_its_parent_ends_when_the_parent_is_killed(tmp_path, spawned):
     script = tmp_path / "worker.py"  # a file: a spawned child imports its target from the parent's main module
     script.write_text(DYING_WITH_PARENT)
