@@ -83,8 +83,15 @@ def metric_histogram(name: str, pool: str) -> str:
 
 
 def login_lock(kind: str, value: str) -> str:
-    """Failed sign-ins and the lock they earned (a hash) for one account ("user") or one address ("ip")."""
+    """Failed sign-ins and the lock they earned (a hash) for one account from one address
+    ("pair", value "ADDRESS USERNAME"), one address ("ip") or one account ("user")."""
     return f"login-lock:{kind}:{value}"
+
+
+def login_known(address: str, username: str) -> str:
+    """Present while `username` signed in successfully from `address` recently (an address
+    known for the account: the address's and the account's locks do not apply there)."""
+    return f"login-known:{address} {username}"
 
 
 def revoked(kind: str, ident: str) -> str:

@@ -202,11 +202,15 @@ CHATSITE = {
 
 # --- security: sign-in throttling, proxies, SSE limits, revocation, /metrics --
 CHATSITE.update({
-    # Sign-in throttling (chatsite/tenancy/throttle.py): an account locks after this many
-    # failures, for LOGIN_LOCK_SECONDS doubling per further failure up to the max; an address
-    # after far more. Failures are forgotten this long after the last one.
+    # Sign-in throttling (chatsite/tenancy/throttle.py): an account locks from one address after
+    # this many failures from it, for LOGIN_LOCK_SECONDS doubling per further failure up to the
+    # max; an address after far more, and an account from everywhere after more, except at the
+    # addresses the account signed in from within LOGIN_KNOWN_ADDRESS_SECONDS. Failures are
+    # forgotten this long after the last one.
     "LOGIN_MAX_FAILURES": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES", "5")),
     "LOGIN_MAX_FAILURES_PER_ADDRESS": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES_PER_ADDRESS", "50")),
+    "LOGIN_MAX_FAILURES_PER_ACCOUNT": int(os.environ.get("CHATSITE_LOGIN_MAX_FAILURES_PER_ACCOUNT", "20")),
+    "LOGIN_KNOWN_ADDRESS_SECONDS": int(os.environ.get("CHATSITE_LOGIN_KNOWN_ADDRESS_SECONDS", str(30 * 86400))),
     "LOGIN_LOCK_SECONDS": int(os.environ.get("CHATSITE_LOGIN_LOCK_SECONDS", "60")),
     "LOGIN_LOCK_MAX_SECONDS": int(os.environ.get("CHATSITE_LOGIN_LOCK_MAX_SECONDS", "900")),
     "LOGIN_FAILURE_WINDOW_SECONDS": int(os.environ.get("CHATSITE_LOGIN_FAILURE_WINDOW_SECONDS", "86400")),
@@ -257,6 +261,9 @@ CHATSITE.update({
     "FAIR_QUEUE": os.environ.get("CHATSITE_FAIR_QUEUE", "1") != "0",
     # On a CPU host, bind vLLM's engine-core process to its model worker's cores.
     "COLOCATE_ENGINE_CORE": os.environ.get("CHATSITE_COLOCATE_ENGINE_CORE", "1") != "0",
+    # Where each worker names its engine's processes (inference/engine_lifetime.py): a worker
+    # started under a dead one's name ends that one's engine if it still runs.
+    "ENGINE_RECORD_DIR": Path(os.environ.get("CHATSITE_ENGINE_RECORD_DIR", VAR_DIR / "run")),
 })
 
 # Celery: Redis broker; settings the worker reads are in workers/app.py.

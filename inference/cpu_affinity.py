@@ -16,31 +16,9 @@ settings.CHATSITE["COLOCATE_ENGINE_CORE"] is off (CHATSITE_COLOCATE_ENGINE_CORE=
 import logging
 import os
 
+from inference.engine_lifetime import engine_processes
+
 log = logging.getLogger(__name__)
-
-ENGINE_CORE = "VLLM::EngineCore"
-MODEL_WORKER = "VLLM::Worker"
-
-
-def _title(proc) -> str:
-    try:
-        cmdline = proc.cmdline()
-        return cmdline[0] if cmdline else proc.name()
-    except Exception:  # it went away
-        return ""
-
-
-def _engine_processes(parent_pid: int) -> tuple[list, list]:
-    import psutil
-
-    cores, workers = [], []
-    for child in psutil.Process(parent_pid).children(recursive=True):
-        title = _title(child)
-        if title.startswith(ENGINE_CORE):
-            cores.append(child)
-        elif title.startswith(MODEL_WORKER):
-            workers.append(child)
-    return cores, workers
 
 
 def colocate_engine_core(parent_pid: int | None = None, enabled: bool = True) -> set[int] | None:
@@ -53,7 +31,7 @@ def colocate_engine_core(parent_pid: int | None = None, enabled: bool = True) ->
 
     if not current_platform.is_cpu():
         return None
-    engine_cores, workers = _engine_processes(parent_pid or os.getpid())
+    engine_cores, workers = engine_processes(parent_pid or os.getpid())
     if not engine_cores or not workers:
         return None
     cores: set[int] = set()

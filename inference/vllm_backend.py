@@ -4,6 +4,7 @@ import time
 from collections.abc import Callable
 
 from inference.cpu_affinity import colocate_engine_core
+from inference.engine_lifetime import engine_dies_with_parent
 from inference.specs import EngineSpec
 from inference.stat_logger import stat_loggers
 from inference.stream_interval import stream_interval
@@ -97,6 +98,7 @@ class VllmBackend:
         started = time.monotonic()
         log.info("engine %s: loading %s", self.spec.pool, self.spec.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
+        engine_dies_with_parent()  # however this process dies, its engine does not stay behind
         self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=stat_loggers(self))
         colocate_engine_core(enabled=self.colocate)
         # vLLM reads its settings from the environment on every access (in the front end,

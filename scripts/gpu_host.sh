@@ -68,7 +68,7 @@ if [ $DRY = 1 ] || [ $GPU = 0 ]; then
   fi
   skip "installing vllm (no GPU, or --dry-run)"
 else
-  scripts/setup.sh --dev  # on a CUDA host it installs requirements-gpu.txt instead of the CPU build
+  scripts/setup.sh --dev --product-db  # requirements-gpu.txt on a CUDA host; the pool below is the product's
   HAVE=$("$PY" -c 'import vllm; print(vllm.__version__)')
   [ "$HAVE" = "$GPU_PIN" ] && ok "vllm $HAVE imports" || fail "vllm $HAVE is installed, not $GPU_PIN"
 fi

