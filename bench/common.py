@@ -21,27 +21,6 @@ _FILLER = ("Explain how a for loop in Python walks over the items of a list, wha
            "a list comprehension is often shorter than the loop it replaces in everyday code").split()
 
 
-def django_setup() -> None:
-    """Django with the platform's settings, for a bench that runs services' code in process."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
-    import django
-
-    django.setup()
-
-
-def module_at(revision: str, path: str):
-    """The module at `path` as it was in `revision` (git), loaded beside the current one:
-    an A/B of one module's code in one process, interleaved."""
-    import subprocess
-    import types
-
-    src = subprocess.run(["git", "show", f"{revision}:{path}"], capture_output=True, text=True, check=True,
-                         cwd=ROOT).stdout
-    module = types.ModuleType(f"{Path(path).stem}_{revision}")
-    exec(compile(src, module.__name__, "exec"), module.__dict__)
-    return module
-
-
 def demo_engine_args() -> dict:
     """The tiny demo models' pinned engine arguments (inference.engine_config; no Django)."""
     from inference.engine_config import TINY_ENGINE_ARGS

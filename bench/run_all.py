@@ -5,7 +5,7 @@ the tables; about 50 minutes on the 2-core machine (bench/run.sh runs this).
 
 Writes bench/out/: floor*, worker_capacity*, per_run*, compare*.{md,png}, platform_only*.md,
 multiturn.{md,png}, soak*.{md,png}, profile_*.txt and RESULTS_RAW.md (all tables, the commit,
-the machine's load). The history of the figures is in bench/out/RESULTS.md.
+the machine's load). Today's figures are in bench/out/RESULTS.md, their history in HISTORY.md.
 """
 import argparse
 import datetime

@@ -1,4 +1,4 @@
-"""Stage timestamps along a run's path to its first token, for bench.probe_ttft --stages.
+"""Stage timestamps along a run's path to its first token, for bench.probes.probe_ttft --stages.
 
 Off unless CHATSITE_STAGE_TRACE names a file (then a mark is one list append, and
 a call costs one test of a module global when it is off). Each process appends

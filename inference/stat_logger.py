@@ -13,7 +13,7 @@ vLLM's StatLoggerManager also adds its PrometheusStatLogger unless it is given o
 its counters and histograms fill the process's default Prometheus registry, which
 nothing in a worker exports (the platform's /metrics reads Redis), and it runs after
 every engine step in the front end, on the GIL the stream writer needs (7.7% of a
-worker's GIL time in a profile at 64 streams; bench/frontend_cpu.py measures it).
+worker's GIL time in a profile at 64 streams; bench/probes/frontend_cpu.py measures it).
 `stat_loggers` gives it a stand-in that records nothing.
 """
 import time

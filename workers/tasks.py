@@ -24,7 +24,7 @@ def _forget_queries(**_) -> None:
     reset_queries()
 
 
-if stage_trace.enabled():  # bench.probe_ttft --stages: when Celery's consumer took the message
+if stage_trace.enabled():  # bench.probes.probe_ttft --stages: when Celery's consumer took the message
     task_received.connect(lambda **_: stage_trace.mark("worker.received"), weak=False)
 
 

@@ -1,7 +1,7 @@
-"""Stage marks (chatsite/stage_trace.py) and how bench.stages reads them: off by default,
+"""Stage marks (chatsite/stage_trace.py) and how bench.probes.stages reads them: off by default,
 written in batches and at flush when on, and an untagged mark belongs to the next tagged
 one of its own process."""
-from bench import stages
+from bench.probes import stages
 from chatsite import stage_trace
 
 

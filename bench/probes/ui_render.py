@@ -3,7 +3,7 @@
 chat's own renderer (static/js/markdown.js, the Streamer a reply uses), one token
 more per frame, and each frame's update plus the layout it forces is timed.
 
-    .venv/bin/python bench/ui_render.py [--tokens 4000] [--runs 3] [--full]
+    .venv/bin/python -m bench.probes.ui_render [--tokens 4000] [--runs 3] [--full]
 
 `--full` also times re-rendering the whole text every frame with the same
 libraries (the way the page rendered before), once, for comparison. Prints p50/p95/max per frame; writes
@@ -24,7 +24,7 @@ import statistics
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "out"
 CHROMIUM = "/usr/bin/chromium"
 CHARS_PER_TOKEN = 4  # English text in a BPE vocabulary, roughly

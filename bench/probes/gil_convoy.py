@@ -1,6 +1,6 @@
 """What a busy thread costs another thread's round trips, by GIL switch interval.
 
-    .venv/bin/python -m bench.gil_convoy [--trips 200] [--intervals 5,1,0.5] [--tag X]
+    .venv/bin/python -m bench.probes.gil_convoy [--trips 200] [--intervals 5,1,0.5] [--tag X]
 
 A thread doing round trips to Redis (as a request thread does to Postgres and Redis,
 or a worker's task thread when it claims a run) releases the GIL while it waits for
@@ -12,8 +12,8 @@ while another thread spins in Python, and the per-trip p50 / p95. Uses the Redis
 REDIS_URL (default 127.0.0.1:6379, db 0). Writes bench/out/gil_convoy[_TAG].md.
 
 The platform keeps Python's default: with the web's and the worker's interval at
-0.5 ms, neither bench.probe_ttft nor bench.compare moved a figure consistently for the
-better, and CPU per token at concurrency 1 rose (bench/out/RESULTS.md, Session 15).
+0.5 ms, neither bench.probes.probe_ttft nor bench.compare moved a figure consistently for the
+better, and CPU per token at concurrency 1 rose (bench/out/HISTORY.md, Session 15).
 """
 import argparse
 import os

@@ -1,6 +1,6 @@
 """Redis's commands per run, by command: what a run costs Redis apart from its tokens' entries.
 
-    .venv/bin/python -m bench.redis_census [--surface rest|v1] [--requests 200] [--burst 8] [--max-tokens 32]
+    .venv/bin/python -m bench.probes.redis_census [--surface rest|v1] [--requests 200] [--burst 8] [--max-tokens 32]
 
 The fake engine serves runs on a private stack (bench/platform_stack.py); after a few
 warm-up runs Redis's command statistics are reset, `requests` runs go through the API
@@ -14,7 +14,7 @@ import asyncio
 
 from bench import report
 from bench.platform_stack import Stack
-from bench.probe_ttft import probe
+from bench.probes.probe_ttft import probe
 
 
 def census(stats: dict, runs: int) -> list[list]:

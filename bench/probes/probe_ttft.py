@@ -1,6 +1,6 @@
 """Where the platform's time to first token goes, one request at a time.
 
-    .venv/bin/python -m bench.probe_ttft [--engine fake|vllm] [--requests 12] [--burst 64] [--surface v1]
+    .venv/bin/python -m bench.probes.probe_ttft [--engine fake|vllm] [--requests 12] [--burst 64] [--surface v1]
                                          [--stages]
 
 For each request: POST round trip, SSE response headers, first token event (client
@@ -10,7 +10,7 @@ first_token_at (the first entry's XADD time). All clocks are this machine's.
 With --burst N the requests go N at a time, all started together (as a bench.compare
 level starts), so the phases show where a burst's TTFT queues. With --stages (and --burst 1)
 the web and the worker mark each stage of a run's path (chatsite/stage_trace.py) and a
-second table splits the time to the first token between them (bench/stages.py).
+second table splits the time to the first token between them (bench/probes/stages.py).
 """
 import argparse
 import asyncio
@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import common, report, sse_client, stages
+from bench import common, report, sse_client
+from bench.probes import stages
 from bench.platform_stack import Stack
 
 

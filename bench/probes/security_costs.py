@@ -1,6 +1,6 @@
 """What the security checks cost on the hot paths, against the real Redis (prints figures).
 
-    DJANGO_SETTINGS_MODULE=chatsite.settings_test .venv/bin/python -m bench.security_costs
+    DJANGO_SETTINGS_MODULE=chatsite.settings_test .venv/bin/python -m bench.probes.security_costs
 
 - an open SSE stream's revocation check (one EVAL: refresh its slot, read its markers),
   alone and with 1,000 streams checking at once on one event loop;

@@ -1,6 +1,6 @@
 """A run's path to its first token, stage by stage, from chatsite.stage_trace's marks.
 
-bench.probe_ttft --stages sets CHATSITE_STAGE_TRACE for the web and the worker; this
+bench.probes.probe_ttft --stages sets CHATSITE_STAGE_TRACE for the web and the worker; this
 reads the file after they exit and joins it with the client's own two times (its
 POST sent, its first token received). Read one request at a time (--burst 1): a mark
 without a run id belongs to the next one with an id in its process.

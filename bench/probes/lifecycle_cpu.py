@@ -3,7 +3,7 @@ the message POST (DRF view and admission, through Django's test client: no HTTP
 server, no thread hops), the claim, one token and the terminal entry through the
 fenced append, and the finalize.
 
-    .venv/bin/python -m bench.lifecycle_cpu [--runs 200] [--root DIR] [--tag X]
+    .venv/bin/python -m bench.probes.lifecycle_cpu [--runs 200] [--root DIR] [--tag X]
 
 Each phase is timed with the process's CPU clock (time.process_time), so a busy
 machine stretches it less than wall time; the figures are medians over the runs,
@@ -131,8 +131,8 @@ def main() -> None:
         env = {**stack.env, "CHATSITE_ENGINE": "fake", "DATABASE_POOL_MAX": "4",
                "PYTHONPATH": a.root}
         # The other checkout needs this file too (copy it there for an A/B of older code).
-        proc = subprocess.run([common.PY, "-m", "bench.lifecycle_cpu", "--runs", str(a.runs), "--inner-key", key,
-                               *(["--profile"] if a.profile else [])],
+        proc = subprocess.run([common.PY, "-m", "bench.probes.lifecycle_cpu", "--runs", str(a.runs),
+                               "--inner-key", key, *(["--profile"] if a.profile else [])],
                               cwd=a.root, env=env, capture_output=True, text=True)
     finally:
         stack.stop()

@@ -1,7 +1,7 @@
 """The engine front end's CPU per token with vLLM's defaults against the platform's,
 in one AsyncLLM, phases interleaved.
 
-    .venv/bin/python -m bench.frontend_cpu [--concurrency 64] [--pairs 3] [--requests 128] [--stream-interval 4]
+    .venv/bin/python -m bench.probes.frontend_cpu [--concurrency 64] [--pairs 3] [--requests 128] [--stream-interval 4]
 
 The front end (AsyncLLM's output handler: detokenizing, stats, the stat loggers) runs
 in the worker's process, on the GIL its stream writer and Celery's threads need. Configurations
