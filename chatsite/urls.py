@@ -11,5 +11,7 @@ urlpatterns = [
     path("", include("chatsite.web.urls")),
 ]
 
-handler404 = "chatsite.web.views.handler404"
-handler500 = "chatsite.web.views.handler500"
+handler400 = "chatsite.web.errors.handler400"
+handler403 = "chatsite.web.errors.handler403"
+handler404 = "chatsite.web.errors.handler404"
+handler500 = "chatsite.web.errors.handler500"

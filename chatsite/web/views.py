@@ -8,11 +8,10 @@ from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from chatsite.api.errors import json_handler404, json_handler500
 from chatsite.chats import live
 from chatsite.chats.selectors import chat_get
 from chatsite.chats.services import chat_delete, chat_update
@@ -118,19 +117,3 @@ def healthz(request):
     redis_state = cached_persistence()
     return JsonResponse({"ok": True, "redis_persistent": redis_state.persistent,
                          "redis_persistence": redis_state.detail})
-
-
-@with_csp
-def handler404(request, exception=None):
-    if request.path.startswith(("/api/", "/v1/")):
-        return json_handler404(request, exception)
-    return render(request, "web/error.html", {"title": "Not found",
-                                              "message": "There is nothing here, or it is not yours to see."},
-                  status=404)
-
-
-def handler500(request):
-    if request.path.startswith(("/api/", "/v1/")):
-        return json_handler500(request)
-    return HttpResponse("Something went wrong on our side; it has been logged.", status=500,
-                        content_type="text/plain")
