@@ -110,6 +110,23 @@ def test_continue_appends_to_a_reply_cut_at_the_length_limit(client, chat):
     assert "length limit" in stopped["message"]
 
 
+def test_continue_keeps_to_the_chats_reply_length(client, chat):
+    """Continue after "Reached the length limit" generated the pool's default (~1,000 tokens
+    on the demo pools) when the chat's own reply length was 25."""
+    assert client.patch(f"/api/chats/{chat.pk}/", {"max_tokens": 25}, content_type=J).status_code == 200
+    first = send(client, chat.pk, "Tell me a long story")
+    assert GenerationRun.objects.get(pk=first["run"]["id"]).max_tokens == 25
+    finish(first["run"]["id"], "Once upon", reason="length")
+    reply_id = first["assistant_message"]["id"]
+    resp = client.post(f"/api/chats/{chat.pk}/messages/{reply_id}/continue", {}, content_type=J)
+    assert resp.status_code == 202, resp.content
+    assert resp.json()["run"]["max_tokens"] == 25
+    finish(resp.json()["run"]["id"], " a time", reason="length")
+    again = client.post(f"/api/chats/{chat.pk}/messages/{resp.json()['assistant_message']['id']}/continue",
+                        {"max_tokens": 7}, content_type=J)
+    assert again.json()["run"]["max_tokens"] == 7  # the client's own length still wins
+
+
 def test_chat_settings_are_saved_and_used_by_its_runs(client, pool):
     resp = client.post("/api/chats/", {"model": "flagship", "system_prompt": "Answer in French.",
                                        "temperature": 0.2, "max_tokens": 77}, content_type=J)

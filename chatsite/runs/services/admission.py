@@ -14,6 +14,7 @@ from django.utils import timezone
 from chatsite import stage_trace
 from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
+from chatsite.chats.titles import auto_title
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
@@ -140,7 +141,8 @@ def run_continue(*, chat: Chat, message: Message, max_tokens=None, tier: str = "
         return existing
     pool = pool_for_tenant(chat.tenant, first.pool.name, loaded=first.pool)
     kept = first.sampling or {}
-    sampling = clean_sampling(pool, max_tokens=max_tokens, **{name: kept.get(name) for name in CONTINUED_SAMPLING})
+    sampling = clean_sampling(pool, max_tokens=_reply_length(chat, pool, max_tokens),
+                              **{name: kept.get(name) for name in CONTINUED_SAMPLING})
     asked = Message.objects.get(pk=message.parent_id)
     tokens = asked.token_count + message.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     room = _room(chat, pool, sampling, tokens, what=f"the question and the reply so far are {tokens} tokens")
@@ -174,13 +176,18 @@ def _pool(chat: Chat, model):
                            loaded=chat.pool if model is None else None)
 
 
+def _reply_length(chat: Chat, pool, max_tokens):
+    """The client's reply length, else the chat's setting (within the pool's limit), else None: the pool's default."""
+    if max_tokens is None and chat.max_tokens is not None:
+        return min(chat.max_tokens, pool.max_output_tokens)
+    return max_tokens
+
+
 def _sampling(chat: Chat, pool, *, max_tokens=None, temperature=None, **rest):
     """The client's values, else the chat's settings, else the pool's defaults."""
-    if max_tokens is None and chat.max_tokens is not None:
-        max_tokens = min(chat.max_tokens, pool.max_output_tokens)
     if temperature is None:
         temperature = chat.temperature
-    return clean_sampling(pool, max_tokens=max_tokens, temperature=temperature, **rest)
+    return clean_sampling(pool, max_tokens=_reply_length(chat, pool, max_tokens), temperature=temperature, **rest)
 
 
 def _room(chat: Chat, pool, sampling, tokens: int, *, what: str) -> int:
@@ -317,7 +324,7 @@ def _create(chat: Chat, turn: Turn, order: Order, quota) -> GenerationRun:
     if turn.kind == SEND and turn.edit_of is None and not branched and len(replies) == 1:
         asked.versions, reply.versions = [asked.pk], [reply.pk]  # the answer need not read them (views_messages.posted)
     if not chat.title and turn.kind == SEND:
-        chat.title = " ".join(turn.content.split())[:60]
+        chat.title = auto_title(turn.content)
     chat.current_leaf = reply
     chat.updated_at = timezone.now()
     snapshot, prompt_tokens = _snapshot(chat, pool, asked, order.room, prefix=turn.continued)
