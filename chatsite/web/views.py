@@ -6,6 +6,7 @@ the browser, through the REST API and the run's event stream."""
 from dataclasses import asdict
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
@@ -60,6 +61,7 @@ def _page(request, tenant, chat):
         "models": [asdict(m) for m in models],
         "messages": messages_data, "more_before": more_before,
         "chats_next": chats_next, "events_after": events_after,
+        "max_message_chars": settings.CHATSITE["MAX_MESSAGE_CHARS"],
     }
     context = {
         "chat": chat, "groups": groups,

@@ -16,9 +16,11 @@
   const state = { chat: page.chat, active: null, sending: false, pending: 0, queued: [], moreBefore: page.more_before };
   const thread = $("thread"), input = $("composer-input"), form = $("composer");
   const sendBtn = $("send-btn"), stopBtn = $("stop-btn"), conn = $("conn"), empty = $("empty");
-  const modelSelect = $("model-select"), modelState = $("model-state"), jump = $("jump"), hint = $("composer-hint");
+  const modelSelect = $("model-select"), hint = $("composer-hint"), count = $("composer-count");
+  const LIMIT = page.max_message_chars;
 
   ns.state = state;
+  ns.page = page;
   ns.sendExtra = null;
   ns.busy = () => !!state.active || state.sending;
 
@@ -65,13 +67,32 @@
     sendBtn.hidden = busy;
     stopBtn.hidden = !busy;
     stopBtn.disabled = busy && state.active.stopping === true;
-    sendBtn.disabled = busy || state.sending || !input.value.trim();
+    sendBtn.disabled = busy || state.sending || !input.value.trim() || showCount() > LIMIT;
     hint.replaceChildren(...(busy ? HINT_BUSY : HINT_IDLE).map((part) => {
       if (!part.startsWith("#")) return document.createTextNode(part);
       const key = document.createElement("kbd");
       key.textContent = part.slice(1);
       return key;
     }));
+  }
+
+  /* Characters as the server counts them (code points, not UTF-16 units). */
+  function chars(text) {
+    const pairs = text.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g);
+    return text.length - (pairs ? pairs.length : 0);
+  }
+
+  /* The message's length against the limit, shown from 90% of it; its length. */
+  function showCount() {
+    const n = chars(input.value);
+    const over = n > LIMIT;
+    count.hidden = n < LIMIT * 0.9;
+    count.classList.toggle("over", over);
+    count.textContent = over
+      ? "Too long to send: " + n.toLocaleString() + " characters, " + (n - LIMIT).toLocaleString() +
+        " over the limit of " + LIMIT.toLocaleString() + ". Shorten it, or send it in parts."
+      : n.toLocaleString() + " / " + LIMIT.toLocaleString() + " characters";
+    return n;
   }
 
   const HINT_IDLE = ["#Enter", " to send · ", "#Shift", "+", "#Enter", " for a new line"];
@@ -113,6 +134,12 @@
   function submit() {
     const content = input.value;
     if (!content.trim() || state.active || state.sending) return;
+    if (showCount() > LIMIT) {  // kept in the box, with how much to cut
+      count.setAttribute("role", "alert");
+      ns.announce(count.textContent);
+      return;
+    }
+    count.removeAttribute("role");
     input.value = "";
     autosize();
     input.focus();
@@ -162,11 +189,24 @@
       started(res.data, turn.el);
     } else {
       turn.el.classList.add("unsent");
-      turn.notice = ns.notice(ns.api.describe(res), () => post(turn));
+      turn.notice = ns.notice({ ...ns.api.describe(res), retry: true }, () => post(turn), () => editUnsent(turn));
       turn.el.after(turn.notice);
       ns.scroll.toBottom();
     }
     done();
+  }
+
+  /* A message that was not sent goes back to the message box, to change and send again
+   * (a draft typed meanwhile stays, after it). */
+  function editUnsent(turn) {
+    if (turn.notice) turn.notice.remove();
+    turn.el.remove();
+    const draft = input.value.trim() ? "\n\n" + input.value : "";
+    input.value = turn.content + draft;
+    input.dispatchEvent(new Event("input"));
+    input.focus();
+    input.setSelectionRange(turn.content.length, turn.content.length);
+    if (!ns.thread.articles().length && !thread.querySelector(".msg")) empty.hidden = false;
   }
 
   /* ---- actions on a message: regenerate, edit, continue, another version */

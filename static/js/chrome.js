@@ -56,7 +56,10 @@
     setTimeout(() => box.remove(), 6000);
   }
 
-  $("scroller").addEventListener("scroll", () => { jump.hidden = ns.scroll.atBottom(); }, { passive: true });
+  const showJump = () => { jump.hidden = ns.scroll.atBottom(); };
+  $("scroller").addEventListener("scroll", showJump, { passive: true });
+  // An edit or another version can shorten the thread to the bottom with no scroll event at all.
+  new ResizeObserver(showJump).observe(thread);
   jump.addEventListener("click", () => {
     // An instant jump: a smooth one aims at the height of the moment it starts, and text
     // streaming in meanwhile would leave the reader short of the bottom, no longer followed.

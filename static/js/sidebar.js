@@ -220,7 +220,11 @@
     if (menu.open && !menu.contains(e.target)) menu.open = false;
   });
   menu.querySelectorAll(".menu-link").forEach((a) => a.addEventListener("click", () => { menu.open = false; }));
-  menu.addEventListener("toggle", () => { if (menu.open) setTimeout(() => renameInput.focus(), 0); });
+  // Ready to rename on a desktop; on a phone the keyboard it would open covers Export and Delete.
+  const touch = matchMedia("(pointer: coarse)");
+  menu.addEventListener("toggle", () => {
+    if (menu.open && !narrow.matches && !touch.matches) setTimeout(() => renameInput.focus(), 0);
+  });
 
   renameForm.addEventListener("submit", async (e) => {
     const chat = ns.state && ns.state.chat;

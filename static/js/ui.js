@@ -64,8 +64,9 @@
     return nav;
   }
 
-  /* An error in words, with a Retry button (counting down Retry-After when given). */
-  function notice(info, onRetry) {
+  /* An error in words, with a Retry button (counting down Retry-After when given) and,
+   * with `onEdit`, an Edit button. */
+  function notice(info, onRetry, onEdit) {
     const box = document.createElement("div");
     box.className = "notice" + (info.tone === "warn" ? " warn" : "");
     box.setAttribute("role", "alert");
@@ -90,6 +91,16 @@
       a.href = "/login/?next=" + encodeURIComponent(location.pathname);
       a.textContent = "Sign in";
       actions.append(a);
+    }
+    if (onEdit) {
+      const btn = document.createElement("button");
+      btn.type = "button";
+      btn.className = "btn btn-small";
+      btn.dataset.action = "edit";
+      btn.textContent = "Edit";
+      btn.setAttribute("aria-label", "Edit this message");
+      btn.addEventListener("click", onEdit);
+      actions.append(btn);
     }
     if (info.retry && onRetry) {
       const btn = document.createElement("button");
