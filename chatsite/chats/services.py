@@ -4,6 +4,7 @@ import math
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
@@ -100,6 +101,30 @@ def chat_update(*, chat: Chat, title=None, model: str | None = None, system_prom
     fields += _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     chat.save(update_fields=fields)
     live.chat_event(chat, live.CHAT_UPDATED, title=chat.title)
+    return chat
+
+
+def _flag(value, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{field} must be true or false", field=field)
+    return value
+
+
+def chat_file(*, chat: Chat, pinned=UNSET, archived=UNSET) -> Chat:
+    """Pin a chat to the head of its owner's list (or unpin it), and/or archive it (it leaves
+    the list; search still finds it, and its page still opens) or restore it. Its place by
+    date is kept: updated_at does not change. Raises InvalidInput unless each is true or false."""
+    now, fields = timezone.now(), {}
+    if pinned is not UNSET:
+        fields["pinned_at"] = (chat.pinned_at or now) if _flag(pinned, "pinned") else None
+    if archived is not UNSET:
+        fields["archived_at"] = (chat.archived_at or now) if _flag(archived, "archived") else None
+    if fields:
+        Chat.objects.filter(pk=chat.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(chat, name, value)
+        live.chat_event(chat, live.CHAT_UPDATED, title=chat.title, pinned=chat.pinned_at is not None,
+                        archived=chat.archived_at is not None)
     return chat
 
 

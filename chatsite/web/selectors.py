@@ -44,19 +44,26 @@ def date_group(when, now=None) -> str:
     return next((name for name, start in bounds if when >= start), "Older")
 
 
+PINNED = "Pinned"
+
+
 def sidebar_groups(*, tenant, user) -> tuple[list[tuple[str, list[Chat]]], str | None]:
-    """The newest listed chats in date groups ("Today", "Previous 7 days", ...), and
-    the URL of the next (older) page, or None."""
-    rows = list(listed_chats_for(tenant=tenant, user=user)[:SIDEBAR_LIMIT + 1])
+    """The pinned chats (newest pin first), then the newest other listed chats in date groups
+    ("Today", "Previous 7 days", ...), archived ones left out; and the URL of the next (older)
+    page, or None."""
+    listed = listed_chats_for(tenant=tenant, user=user)
+    pinned = list(listed.filter(pinned_at__isnull=False).order_by("-pinned_at")[:SIDEBAR_LIMIT])
+    rows = list(listed.filter(pinned_at__isnull=True)[:SIDEBAR_LIMIT + 1])
     now = timezone.localtime()
-    groups: dict[str, list[Chat]] = {}
+    groups: dict[str, list[Chat]] = {PINNED: pinned} if pinned else {}
     for chat in rows[:SIDEBAR_LIMIT]:
         groups.setdefault(date_group(chat.updated_at, now), []).append(chat)
     nxt = None
     if len(rows) > SIDEBAR_LIMIT:
         last = rows[SIDEBAR_LIMIT - 1]
         stamp = DateTimeField().to_representation(last.updated_at)  # as the API writes it
-        nxt = f"/api/chats/?listed=true&limit={SIDEBAR_LIMIT}&before={quote(f'{stamp},{last.pk}')}"
+        nxt = (f"/api/chats/?listed=true&archived=false&pinned=false&limit={SIDEBAR_LIMIT}"
+               f"&before={quote(f'{stamp},{last.pk}')}")
     return list(groups.items()), nxt
 
 

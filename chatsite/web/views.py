@@ -13,6 +13,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from chatsite.api.serializers import ChatSerializer
 from chatsite.chats import live
 from chatsite.chats.selectors import chat_get
 from chatsite.chats.services import chat_delete, chat_update
@@ -46,8 +47,7 @@ def _owned_chat(tenant, request, chat_id):
 
 
 def _chat_data(chat) -> dict:
-    return {"id": chat.pk, "title": str(chat), "model": chat.pool.name, "system_prompt": chat.system_prompt,
-            "temperature": chat.temperature, "max_tokens": chat.max_tokens}
+    return ChatSerializer(chat).data  # as the API answers it: the page's script reads both
 
 
 def _page(request, tenant, chat):

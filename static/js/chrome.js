@@ -44,12 +44,13 @@
     conn.append(pill);
   }
 
-  function toast(text) {
+  /* A short message over the conversation: an error, or with tone "info" a plain note. */
+  function toast(text, tone) {
     const box = document.createElement("div");
     box.className = "toasts";
-    box.setAttribute("role", "alert");
+    box.setAttribute("role", tone === "info" ? "status" : "alert");
     const p = document.createElement("p");
-    p.className = "toast toast-error";
+    p.className = tone === "info" ? "toast" : "toast toast-error";
     p.textContent = text;
     box.append(p);
     $("main").append(box);

@@ -1,5 +1,5 @@
-/* The chat list (a drawer at phone width): search, older chats on scroll, what
- * other windows change; and the chat menu: rename, export, delete. */
+/* The chat list (a drawer at phone width): pinned chats first, search, older chats on
+ * scroll, what other windows change; and the chat menu: rename, pin, archive, export, delete. */
 (function (ns) {
   "use strict";
 
@@ -7,6 +7,7 @@
   const app = $("app"), sidebar = $("sidebar"), openBtn = $("sidebar-open"), scrim = app.querySelector(".scrim");
   const list = $("chat-list"), menu = $("chat-menu"), renameForm = $("rename-form"), renameInput = $("rename-input");
   const deleteForm = $("delete-form"), dialog = $("delete-dialog");
+  const pinToggle = $("pin-toggle"), archiveToggle = $("archive-toggle");
   const searchBox = $("chat-search"), results = $("search-results"), more = $("chats-more");
   const narrow = matchMedia("(max-width: 820px)");
 
@@ -51,7 +52,10 @@
     return "Older";
   }
 
-  function groupList(label, atEnd) {
+  const GROUPS = ["Pinned", "Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Older"];
+
+  /* The list of a group, made in its place (Pinned first, then the dates, newest first) when missing. */
+  function groupList(label) {
     let group = list.querySelector('[data-group="' + label + '"]');
     if (!group) {
       group = document.createElement("section");
@@ -61,14 +65,33 @@
       heading.className = "group-label";
       heading.textContent = label;
       group.append(heading, document.createElement("ul"));
-      if (atEnd) list.insertBefore(group, more); else list.prepend(group);
+      const after = [...list.querySelectorAll("[data-group]")]
+        .find((g) => GROUPS.indexOf(g.dataset.group) > GROUPS.indexOf(label));
+      list.insertBefore(group, after || more);
       const none = $("chat-list-empty");
       if (none) none.remove();
     }
     return group.querySelector("ul");
   }
 
-  const todayList = () => groupList("Today", false);
+  const todayList = () => groupList("Today");
+
+  function unlist(li) {
+    const ul = li.parentNode;
+    li.remove();
+    if (ul && !ul.childElementCount) ul.parentNode.remove();
+  }
+
+  /* Where a chat belongs in the list after it was pinned, unpinned, archived or restored. */
+  function place(chat) {
+    const link = linkFor(chat), li = link.parentNode;
+    if (chat.archived_at) { unlist(li); return; }
+    const ul = chat.pinned_at ? groupList("Pinned") : groupList(groupLabel(chat.updated_at));
+    if (li.parentNode === ul) return;
+    const from = li.parentNode;
+    ul.prepend(li);
+    if (from && !from.childElementCount) from.parentNode.remove();
+  }
 
   function linkFor(chat) {
     let link = list.querySelector('[data-chat-link="' + chat.id + '"]');
@@ -84,17 +107,21 @@
     return link;
   }
 
-  /* Move a chat to the top of "Today" (it just changed). */
+  /* Move a chat to the top of "Today" (it just changed); a pinned one stays where it is. */
   function bump(link) {
     const li = link.parentNode, from = li.parentNode;
+    if (li.closest('[data-group="Pinned"]')) return;
     todayList().prepend(li);
     if (!from.childElementCount) from.parentNode.remove();
   }
 
   function setTitle(chat) {
     const title = chat.title || "Chat " + chat.id;
-    linkFor(chat).textContent = title;
+    if (!chat.archived_at) linkFor(chat).textContent = title;
     $("chat-title").textContent = title;
+    $("chat-title").toggleAttribute("data-archived", !!chat.archived_at);
+    pinToggle.textContent = chat.pinned_at ? "Unpin chat" : "Pin chat";
+    archiveToggle.textContent = chat.archived_at ? "Restore from the archive" : "Archive chat";
     renameInput.value = chat.title || "";
     document.title = title + " · chatsite";
   }
@@ -104,7 +131,7 @@
     list.querySelectorAll('[aria-current="page"]').forEach((a) => a.removeAttribute("aria-current"));
     const link = linkFor(chat);
     link.setAttribute("aria-current", "page");
-    bump(link);
+    if (chat.archived_at || chat.pinned_at) place(chat); else bump(link);
     renameForm.action = "/c/" + chat.id + "/rename";
     deleteForm.action = "/c/" + chat.id + "/delete";
     $("export-md").href = "/api/chats/" + chat.id + "/export.md";
@@ -124,11 +151,19 @@
       }
       return;
     }
+    if (ev.pinned !== undefined) { refiled(ev.chat); return; }  // pinned, archived or restored elsewhere
     const link = existing || linkFor({ id: ev.chat, title: ev.title });
     if (ev.title) link.textContent = ev.title;
     if (ev.type !== "chat.updated") bump(link);
     const mine = ns.state && ns.state.chat && ns.state.chat.id === ev.chat;
     if (mine && ev.title) { $("chat-title").textContent = ev.title; document.title = ev.title + " · chatsite"; }
+  }
+
+  async function refiled(id) {
+    const res = await ns.api.get("/api/chats/" + id + "/");
+    if (!res.ok) return;
+    place(res.data);
+    if (ns.state && ns.state.chat && ns.state.chat.id === id) { ns.state.chat = res.data; setTitle(res.data); }
   }
 
   /* ---- older chats, on scroll ------------------------------------------ */
@@ -149,7 +184,7 @@
       link.textContent = chat.title || "Chat " + chat.id;
       const li = document.createElement("li");
       li.append(link);
-      groupList(groupLabel(chat.updated_at), true).append(li);
+      groupList(groupLabel(chat.updated_at)).append(li);
     }
     nextUrl = res.data.next;
   }
@@ -237,6 +272,33 @@
     menu.open = false;
     menu.querySelector("summary").focus();
     ns.announce("Chat renamed");
+  });
+
+  /* ---- pin and archive ------------------------------------------------- */
+
+  async function file(change, done) {
+    const chat = ns.state && ns.state.chat;
+    if (!chat) return;
+    menu.open = false;
+    const res = await ns.api.patch("/api/chats/" + chat.id + "/", change);
+    if (!res.ok) { ns.toast(ns.api.describe(res).text || "That did not work; try again."); return; }
+    ns.state.chat = res.data;
+    place(res.data);
+    setTitle(res.data);
+    if (res.data.archived_at) list.querySelectorAll('[aria-current="page"]').forEach((a) => a.removeAttribute("aria-current"));
+    else linkFor(res.data).setAttribute("aria-current", "page");
+    ns.toast(done + ".", "info");
+    menu.querySelector("summary").focus();
+  }
+
+  pinToggle.addEventListener("click", () => {
+    const pinned = !!(ns.state.chat && ns.state.chat.pinned_at);
+    file({ pinned: !pinned }, pinned ? "Chat unpinned" : "Chat pinned to the top of the list");
+  });
+  archiveToggle.addEventListener("click", () => {
+    const archived = !!(ns.state.chat && ns.state.chat.archived_at);
+    file({ archived: !archived }, archived ? "Chat restored to the list"
+      : "Chat archived: it left the list; search finds it, and Settings lists it to restore");
   });
 
   deleteForm.addEventListener("submit", (e) => {

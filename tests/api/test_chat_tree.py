@@ -270,3 +270,32 @@ def test_a_message_after_a_path_end_with_nothing_after_it_answers_its_versions_u
     assert [q for q in queries if q["sql"].startswith(_VERSIONS.split(" WHERE")[0])]
     assert third["user_message"]["versions"] == [second["user_message"]["id"], third["user_message"]["id"]]
     assert third["assistant_message"]["versions"] == [third["assistant_message"]["id"]]
+
+
+def test_pin_and_archive_a_chat(client, chat, tenant, user, pool):
+    other = ChatFactory(tenant=tenant, owner=user, pool=pool, title="Other")
+    chat.title = "Trip planning"
+    chat.save()
+    send(client, chat.pk, "Where should we stay in Lisbon?")
+    before = client.get(f"/api/chats/{chat.pk}/").json()
+    pinned = client.patch(f"/api/chats/{chat.pk}/", {"pinned": True}, content_type=J).json()
+    assert pinned["pinned_at"] and pinned["updated_at"] == before["updated_at"]  # its place by date is kept
+    listed = lambda q: [c["id"] for c in client.get(f"/api/chats/?listed=true{q}").json()["results"]]  # noqa: E731
+    assert listed("&pinned=true") == [chat.pk] and listed("&pinned=false") == [other.pk]
+
+    archived = client.patch(f"/api/chats/{chat.pk}/", {"archived": True}, content_type=J).json()
+    assert archived["archived_at"] and archived["pinned_at"] == pinned["pinned_at"]
+    assert listed("&archived=false") == [other.pk] and listed("&archived=true") == [chat.pk]
+    found = client.get("/api/chats/search/?q=Lisbon").json()["results"]
+    assert [c["id"] for c in found] == [chat.pk] and found[0]["archived_at"]  # search still finds it
+    assert client.get(f"/api/chats/{chat.pk}/").status_code == 200
+
+    assert_error(client.patch(f"/api/chats/{chat.pk}/", {"archived": "yes"}, content_type=J), 400, field="archived")
+    refused = client.patch(f"/api/chats/{chat.pk}/", {"archived": False, "temperature": 9}, content_type=J)
+    assert_error(refused, 400, field="temperature")
+    assert client.get(f"/api/chats/{chat.pk}/").json()["archived_at"]  # nothing changed
+    restored = client.patch(f"/api/chats/{chat.pk}/", {"archived": False, "pinned": False, "title": "Lisbon"},
+                            content_type=J).json()
+    assert (restored["archived_at"], restored["pinned_at"], restored["title"]) == (None, None, "Lisbon")
+    assert set(listed("&archived=false")) == {chat.pk, other.pk}
+    assert client.delete(f"/api/chats/{chat.pk}/").status_code == 409  # delete stays (once its reply is done)
