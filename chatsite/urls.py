@@ -2,8 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 
 from chatsite.metrics.views import metrics as metrics_view
+from chatsite.web.operations import operations
 
 urlpatterns = [
+    path("admin/operations/", operations, name="operations"),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view),
     path("api/", include("chatsite.api.urls")),

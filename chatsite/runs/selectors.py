@@ -5,11 +5,16 @@ from chatsite.chats.models import Message
 from chatsite.errors import NotFound
 from chatsite.pools.models import ModelPool
 from chatsite.rows import Columns, prepared, split, sql_in
-from chatsite.runs.models import GenerationRun
+from chatsite.runs.models import GenerationRun, ReplyFeedback
 
 
 def runs_for(*, tenant, user):
     return GenerationRun.objects.filter(tenant=tenant, chat__owner=user).select_related("pool", "assistant_message")
+
+
+def feedback_for(*, run_ids) -> dict:
+    """{run id: its ReplyFeedback} for those of `run_ids` (runs already scoped by the caller) that have one."""
+    return {f.run_id: f for f in ReplyFeedback.objects.filter(run_id__in=list(run_ids))}
 
 
 def run_get(*, tenant, user, run_id) -> GenerationRun:
