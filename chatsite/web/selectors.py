@@ -16,6 +16,7 @@ from chatsite.chats.models import Chat, Message
 from chatsite.chats.selectors import listed_chats_for, path_page, with_versions
 from chatsite.pools.health import live_workers, pool_is_up
 from chatsite.pools.selectors import pools_for_tenant
+from chatsite.runs.selectors import feedback_for
 from chatsite.runs.stream import log as stream_log
 
 SIDEBAR_LIMIT = 50  # chats in the sidebar's first page; older ones load on scroll (GET /api/chats/?before=)
@@ -76,13 +77,14 @@ def live_reply(run_id: int) -> dict:
     return {"text": reply.text, "have": reply.completion_tokens, "last_event_id": reply.last_token_id}
 
 
-def message_item(msg: Message) -> dict:
+def message_item(msg: Message, feedback=None) -> dict:
     """A message as the page's script reads it (the API's shape, plus the text so far
-    of a reply still being generated)."""
+    of a reply still being generated, and the feedback its asker gave it)."""
     run = getattr(msg, "run", None) if msg.role == Message.Role.ASSISTANT else None
     item = {"id": msg.pk, "role": msg.role, "content": msg.content, "parent": msg.parent_id,
             "versions": getattr(msg, "versions", [msg.pk]),
-            "run": RunSerializer(run).data if run is not None else None, "live": None}
+            "run": RunSerializer(run).data if run is not None else None, "live": None,
+            "feedback": {"rating": feedback.rating, "comment": feedback.comment} if feedback else None}
     if run is not None and not run.is_terminal:
         item["live"] = live_reply(run.pk)
         item["content"] = msg.content + item["live"]["text"]  # a continued reply starts with its text so far
@@ -95,7 +97,9 @@ def chat_messages(*, chat: Chat) -> tuple[list[dict], bool]:
     messages remain to load."""
     page = path_page(chat=chat, limit=PAGE_MESSAGES)
     msgs = [m for m in with_versions(chat=chat, messages=page.messages) if m.role != Message.Role.SYSTEM]
-    return [message_item(m) for m in msgs], page.more_before
+    run_ids = {m.pk: m.run.pk for m in msgs if m.role == Message.Role.ASSISTANT and getattr(m, "run", None)}
+    feedback = feedback_for(run_ids=run_ids.values()) if run_ids else {}
+    return [message_item(m, feedback.get(run_ids.get(m.pk))) for m in msgs], page.more_before
 
 
 def current_model(models: list[ModelOption], chat: Chat | None) -> ModelOption | None:

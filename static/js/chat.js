@@ -263,6 +263,7 @@
     reply.setMessage(m);
     reply.setRun(res.data.run);
     reply.text = m.content;
+    reply.feedback = null;  // a new run: its reply is rated anew
     ns.replies[res.data.run.id] = reply;
     reply.follow(null);
     ns.announce("Continuing the reply.");
