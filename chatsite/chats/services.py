@@ -15,6 +15,7 @@ from chatsite.rows import Insert
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.shedding import pool_for_admission
 from chatsite.runs.validation import clean_text
+from chatsite.tenancy.selectors import preferences_for
 
 MAX_TITLE_CHARS = 200
 MAX_HISTORY_MESSAGES = 200
@@ -69,6 +70,8 @@ def chat_build(*, tenant, owner, model: str, title: str | None = None, system_pr
     """chat_create's chat, checked but not saved (chatsite.chats.start saves it with its first
     message; `admitting`: a run is admitted on its pool next, see _pool)."""
     chat = Chat(tenant=tenant, owner=owner, pool=_pool(tenant, model, admitting=admitting), title=_clean_title(title))
+    if system_prompt is UNSET:  # the owner's default instructions (their settings page)
+        system_prompt = preferences_for(owner).default_instructions
     _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     return chat
 
@@ -76,7 +79,8 @@ def chat_build(*, tenant, owner, model: str, title: str | None = None, system_pr
 def chat_create(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
                 max_tokens=UNSET) -> Chat:
     """A new chat on pool `model`, with optional settings (a system prompt, a
-    temperature, a reply length) its runs use. Raises InvalidInput for a missing,
+    temperature, a reply length) its runs use; without a system prompt, the owner's default
+    instructions are its system prompt. Raises InvalidInput for a missing,
     unknown or disabled model and for a bad title or setting."""
     chat = chat_build(tenant=tenant, owner=owner, model=model, title=title, system_prompt=system_prompt,
                       temperature=temperature, max_tokens=max_tokens)

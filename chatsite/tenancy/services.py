@@ -8,11 +8,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from chatsite.errors import Conflict
+from chatsite.errors import Conflict, InvalidInput
 from chatsite.rows import Columns, fetch_one, prepared, split
 from chatsite.runs.validation import clean_text
 from chatsite.tenancy import revocation
-from chatsite.tenancy.models import ApiKey, Membership, Tenant, TenantPreload
+from chatsite.tenancy.models import ApiKey, Membership, Tenant, TenantPreload, UserPreferences
 from chatsite.tenancy.revocation import principal_revoke
 
 KEY_PREFIX = "csk"
@@ -42,6 +42,24 @@ def user_create_in_tenant(*, tenant: Tenant, username: str, password: str, **ext
         user = get_user_model().objects.create_user(username=username, password=password, **extra)
         membership_add(tenant=tenant, user=user)
     return user
+
+
+def preferences_update(*, user, theme: str | None = None, default_instructions: str | None = None) -> UserPreferences:
+    """Save the user's theme and/or default instructions (None: leave it as it is). Raises
+    InvalidInput naming the field for a theme that is not one of UserPreferences.Theme or
+    instructions that are not text or longer than a chat's system prompt may be."""
+    from chatsite.chats.services import MAX_SYSTEM_PROMPT_CHARS  # they become one; chats imports tenancy
+
+    prefs = UserPreferences.objects.filter(user=user).first() or UserPreferences(user=user)
+    if theme is not None:
+        if theme not in UserPreferences.Theme.values:
+            raise InvalidInput(f"theme must be one of {', '.join(UserPreferences.Theme.values)}", field="theme")
+        prefs.theme = theme
+    if default_instructions is not None:
+        prefs.default_instructions = clean_text(default_instructions, field="default_instructions",
+                                                max_chars=MAX_SYSTEM_PROMPT_CHARS, allow_empty=True).strip()
+    prefs.save()
+    return prefs
 
 
 def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
