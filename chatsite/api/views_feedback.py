@@ -21,7 +21,9 @@ class FeedbackSerializer(serializers.ModelSerializer):
         model = ReplyFeedback
         fields = ["run", "rating", "comment", "created_at", "updated_at"]
         extra_kwargs = {"rating": {"help_text": "up or down."},
-                        "comment": {"help_text": "What the person added in words; may be empty."}}
+                        "comment": {"help_text": "What the person added in words; may be empty."},
+                        "created_at": {"help_text": "When it was first given."},
+                        "updated_at": {"help_text": "When it was last given or changed."}}
 
 
 class FeedbackRequest(serializers.Serializer):
