@@ -9,9 +9,16 @@ from chatsite.tenancy.selectors import preferences_for
 log = logging.getLogger(__name__)
 
 
-def _theme(user) -> str:
+def request_preferences(request):
+    """The signed-in person's preferences, read once per request (the page and its template both want them)."""
+    if not hasattr(request, "_preferences"):
+        request._preferences = preferences_for(request.user)
+    return request._preferences
+
+
+def _theme(request) -> str:
     try:
-        return preferences_for(user).theme
+        return request_preferences(request).theme
     except DatabaseError:  # an error page must still render: the system's theme then
         log.warning("could not read the theme", exc_info=True)
         return "system"
@@ -19,4 +26,4 @@ def _theme(user) -> str:
 
 def preferences(request) -> dict:
     """`theme` ("system", "light" or "dark"), read only by a template that uses it (ours, not the admin's)."""
-    return {"theme": lazy(_theme, str)(request.user)}
+    return {"theme": lazy(_theme, str)(request)}

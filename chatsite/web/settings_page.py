@@ -12,9 +12,10 @@ from chatsite.errors import InvalidInput
 from chatsite.quotas.selectors import quota_allowances
 from chatsite.quotas.services import quota_for
 from chatsite.tenancy.models import UserPreferences
-from chatsite.tenancy.selectors import api_keys_for, preferences_for
+from chatsite.tenancy.selectors import api_keys_for
 from chatsite.tenancy.services import preferences_update
 from chatsite.usage.selectors import usage_this_month
+from chatsite.web.context import request_preferences
 from chatsite.web.csp import with_csp
 from chatsite.web.views import with_tenant
 
@@ -45,11 +46,11 @@ def _budget(tenant) -> dict | None:
 @with_csp
 @with_tenant
 def settings_page(request, tenant):
-    prefs, status = preferences_for(request.user), 200
+    prefs, status = request_preferences(request), 200
     if request.method == "POST":
         try:
-            prefs = preferences_update(user=request.user, theme=request.POST.get("theme"),
-                                       default_instructions=request.POST.get("default_instructions"))
+            preferences_update(user=request.user, theme=request.POST.get("theme"),
+                               default_instructions=request.POST.get("default_instructions"))
             messages.success(request, "Settings saved.")
             return redirect("settings")
         except InvalidInput as exc:

@@ -19,8 +19,9 @@ from chatsite.chats.selectors import chat_get
 from chatsite.chats.services import chat_delete, chat_update
 from chatsite.errors import NotFound, ServiceError
 from chatsite.redis_durability import cached_persistence
-from chatsite.tenancy.selectors import preferences_for, tenant_for_request
+from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.web import selectors
+from chatsite.web.context import request_preferences
 from chatsite.web.csp import with_csp
 from chatsite.web.forms import RenameForm
 
@@ -62,7 +63,7 @@ def _page(request, tenant, chat):
         "messages": messages_data, "more_before": more_before,
         "chats_next": chats_next, "events_after": events_after,
         "max_message_chars": settings.CHATSITE["MAX_MESSAGE_CHARS"],
-        "default_instructions": preferences_for(request.user).default_instructions,  # a new chat's system prompt
+        "default_instructions": request_preferences(request).default_instructions,  # a new chat's system prompt
     }
     context = {
         "chat": chat, "groups": groups,

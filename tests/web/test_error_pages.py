@@ -50,6 +50,11 @@ def test_a_missing_and_someone_elses_chat_are_not_found(live_url, user, pool):
         assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
 
 
+def test_a_page_for_operators_refuses_others_in_words(live_url, user):
+    with _signed_in(live_url, user) as client:
+        _product_page(client.get("/admin/operations/"), 403, "Not allowed")
+
+
 def test_a_user_in_no_team_is_refused_in_words(live_url, db):
     with _signed_in(live_url, UserFactory()) as client:
         resp = client.get("/")
