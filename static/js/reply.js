@@ -211,6 +211,13 @@
 
     get isLast() { return this.el === this.el.parentNode.lastElementChild; }
 
+    /* Edit the question this reply answers (its article is just above), to send it anew. */
+    _editQuestion() {
+      const asked = this.el.previousElementSibling;
+      const message = asked && asked.classList.contains("msg-user") && ns.msgs.get(Number(asked.dataset.messageId));
+      return message ? () => ns.turns.startEdit(asked, message, this.hooks) : null;
+    }
+
     /* ---- feedback: thumbs up or down, then an optional comment --------- */
 
     _rateButton(rating) {
@@ -304,7 +311,7 @@
         const message = (run.error || "").slice(code.length + 2);
         const info = ns.api.describeRunError({ code, message });
         if (!this.isLast) info.retry = false;
-        this.el.append(ns.notice(info, () => this.hooks.onRegenerate(this)));
+        this.el.append(ns.notice(info, () => this.hooks.onRegenerate(this), this.isLast ? this._editQuestion() : null));
       }
     }
   }

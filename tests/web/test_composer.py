@@ -8,6 +8,7 @@ import pytest
 
 from chatsite.chats.models import Message
 from chatsite.pools.models import ModelPool
+from inference.fake_backend import FAIL_MARKER
 from tests.web.pages import ChatPage, expect, saved_run
 from tests.web.seed import READ_A_FILE, seed_chat
 
@@ -15,8 +16,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LIMIT = 32000
 
 
-def test_a_message_over_the_limit_is_counted_before_sending_and_kept(chat_page: ChatPage, web_user):
-    page = chat_page.page
+def test_a_message_over_the_limit_is_counted_before_sending_and_kept(sized_page: ChatPage, web_user):
+    page = sized_page.page
     box = page.get_by_label("Message", exact=True)
     count = page.locator("#composer-count")
     box.fill("a" * 20000)
@@ -38,7 +39,7 @@ def test_a_message_over_the_limit_is_counted_before_sending_and_kept(chat_page: 
     box.fill("Short again")
     expect(count).to_be_hidden()
     box.press("Enter")
-    chat_page.wait_settled(chat_page.latest_run_id())
+    sized_page.wait_settled(sized_page.latest_run_id())
 
 
 def _refuse_first_post(page, status: int, error: dict):
@@ -53,12 +54,12 @@ def _refuse_first_post(page, status: int, error: dict):
     page.route(re.compile(r".*/api/chats/(\d+/messages/)?$"), handle)
 
 
-def test_a_refused_message_is_told_in_words_and_comes_back_to_edit(chat_page: ChatPage):
-    page = chat_page.page
+def test_a_refused_message_is_told_in_words_and_comes_back_to_edit(sized_page: ChatPage):
+    page = sized_page.page
     _refuse_first_post(page, 400, {"code": "invalid_request", "field": "message.content",
                                    "message": "message.content is 40000 characters; the limit is 32000"})
-    chat_page.send("Please summarise this.")
-    notice = chat_page.notice()
+    sized_page.send("Please summarise this.")
+    notice = sized_page.notice()
     expect(notice).to_contain_text("Your message is too long to send")
     expect(notice).to_contain_text("It is 40,000 characters; one message can hold 32,000.")
     expect(notice.get_by_role("button", name="Retry")).to_be_visible()
@@ -71,8 +72,8 @@ def test_a_refused_message_is_told_in_words_and_comes_back_to_edit(chat_page: Ch
     box.press("End")
     box.type(" Briefly.")
     box.press("Enter")
-    run_id = chat_page.latest_run_id()
-    chat_page.wait_settled(run_id)
+    run_id = sized_page.latest_run_id()
+    sized_page.wait_settled(run_id)
     assert saved_run(run_id).user_message.content == "Please summarise this. Briefly."
 
 
@@ -87,6 +88,24 @@ def test_every_failed_send_offers_retry_and_edit(chat_page: ChatPage):
     chat_page.wait_settled(chat_page.latest_run_id())
     expect(page.locator(".msg-user .bubble")).to_have_text(["Still there?"])
     expect(page.locator(".msg-user.unsent")).to_have_count(0)
+
+
+def test_a_failed_reply_offers_retry_and_an_edit_of_its_question(chat_page: ChatPage):
+    page = chat_page.page
+    chat_page.send(f"please {FAIL_MARKER}")
+    run_id = chat_page.latest_run_id()
+    assert chat_page.wait_settled(run_id)["status"] == "failed"
+    notice = chat_page.notice()
+    expect(notice.get_by_role("button", name="Retry")).to_be_visible()
+    notice.get_by_role("button", name="Edit this message").click()
+    box = page.get_by_label("Edit your message")
+    expect(box).to_be_focused()
+    expect(box).to_have_value(f"please {FAIL_MARKER}")
+    box.fill("please answer")
+    box.press("Enter")
+    second = chat_page.wait_new_run(run_id)
+    assert chat_page.wait_settled(second)["status"] == "completed"
+    assert saved_run(second).user_message.content == "please answer"
 
 
 def test_the_jump_arrow_goes_when_an_edit_shortens_the_thread(chat_page: ChatPage, web_user):

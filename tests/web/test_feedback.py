@@ -8,12 +8,12 @@ from tests.web.pages import ChatPage, expect
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_rate_a_reply_comment_change_and_withdraw(chat_page: ChatPage):
-    page = chat_page.page
-    chat_page.send("What is the capital of France?")
-    run_id = chat_page.latest_run_id()
-    chat_page.wait_settled(run_id)
-    reply = chat_page.article(run_id)
+def test_rate_a_reply_comment_change_and_withdraw(sized_page: ChatPage):
+    page = sized_page.page
+    sized_page.send("What is the capital of France?")
+    run_id = sized_page.latest_run_id()
+    sized_page.wait_settled(run_id)
+    reply = sized_page.article(run_id)
     bad, good = reply.get_by_role("button", name="Bad reply"), reply.get_by_role("button", name="Good reply")
     expect(bad).to_have_attribute("aria-pressed", "false")
 
@@ -28,7 +28,7 @@ def test_rate_a_reply_comment_change_and_withdraw(chat_page: ChatPage):
     assert (saved.rating, saved.comment) == ("down", "It named the wrong city.")
 
     page.reload()
-    reply = chat_page.article(run_id)
+    reply = sized_page.article(run_id)
     expect(reply.get_by_role("button", name="Bad reply")).to_have_attribute("aria-pressed", "true")
     reply.get_by_role("button", name="Good reply").click()
     expect(reply.get_by_role("button", name="Good reply")).to_have_attribute("aria-pressed", "true")

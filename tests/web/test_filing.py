@@ -15,11 +15,12 @@ def _chats(web_user, *titles):
     return [ChatFactory(tenant=tenant, owner=web_user, pool=pool, title=t) for t in titles]
 
 
-def test_pin_then_archive_then_restore(chat_page: ChatPage, context, web_user):
+def test_pin_then_archive_then_restore(sized_page: ChatPage, web_user):
+    chat_page = sized_page
     trip, _, newest = _chats(web_user, "Trip to Lisbon", "Groceries", "Tax return")
     page = chat_page.page
     chat_page.open_chat(trip.pk)
-    other = ChatPage(context.new_page(), chat_page.live_url)  # a second window follows
+    other = ChatPage(page.context.new_page(), chat_page.live_url)  # a second window follows
     other.open_chat(newest.pk)
     links = page.locator("#chat-list a")
     expect(links).to_have_text(["Tax return", "Groceries", "Trip to Lisbon"])
@@ -40,9 +41,13 @@ def test_pin_then_archive_then_restore(chat_page: ChatPage, context, web_user):
     expect(page.locator("#chat-title")).to_have_attribute("data-archived", "")
     assert Chat.objects.get(pk=trip.pk).archived_at is not None
 
+    drawer = page.get_by_role("button", name="Show the chat list")
+    if drawer.is_visible():  # a phone: the list is a drawer
+        drawer.click()
     page.get_by_label("Search chats").fill("Lisbon")
     expect(page.locator("[data-search-result]")).to_have_text(["Trip to Lisbon"])
     page.get_by_label("Search chats").fill("")
+    page.keyboard.press("Escape")
 
     page.get_by_label("Chat options").click()
     page.get_by_role("button", name="Restore from the archive").click()

@@ -6,18 +6,18 @@ import pytest
 from chatsite.pools.demo import DEMO_POOLS
 from chatsite.pools.models import ModelPool
 from tests.factories import ChatFactory
+from tests.web.conftest import SIZES
 from tests.web.pages import ChatPage, expect
 from tests.web.seed import seed_chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-PHONE = {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True}
 
 
 @pytest.fixture
 def phone(browser, live_url, web_user, fake_workers):
     for name, spec in DEMO_POOLS.items():  # the names `make run` shows
         ModelPool.objects.filter(name=name).update(display_name=spec["display_name"])
-    ctx = browser.new_context(**PHONE)
+    ctx = browser.new_context(**SIZES["phone"])
     chat = ChatPage(ctx.new_page(), live_url)
     chat.sign_in(web_user.username)
     yield chat
