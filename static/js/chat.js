@@ -18,6 +18,7 @@
   const sendBtn = $("send-btn"), stopBtn = $("stop-btn"), conn = $("conn"), empty = $("empty");
   const modelSelect = $("model-select"), hint = $("composer-hint"), count = $("composer-count");
   const LIMIT = page.max_message_chars;
+  const showCount = () => ns.limit.show(count, input.value, LIMIT);
 
   ns.state = state;
   ns.page = page;
@@ -74,25 +75,6 @@
       key.textContent = part.slice(1);
       return key;
     }));
-  }
-
-  /* Characters as the server counts them (code points, not UTF-16 units). */
-  function chars(text) {
-    const pairs = text.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g);
-    return text.length - (pairs ? pairs.length : 0);
-  }
-
-  /* The message's length against the limit, shown from 90% of it; its length. */
-  function showCount() {
-    const n = chars(input.value);
-    const over = n > LIMIT;
-    count.hidden = n < LIMIT * 0.9;
-    count.classList.toggle("over", over);
-    count.textContent = over
-      ? "Too long to send: " + n.toLocaleString() + " characters, " + (n - LIMIT).toLocaleString() +
-        " over the limit of " + LIMIT.toLocaleString() + ". Shorten it, or send it in parts."
-      : n.toLocaleString() + " / " + LIMIT.toLocaleString() + " characters";
-    return n;
   }
 
   const HINT_IDLE = ["#Enter", " to send · ", "#Shift", "+", "#Enter", " for a new line"];

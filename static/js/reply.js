@@ -218,66 +218,6 @@
       return message ? () => ns.turns.startEdit(asked, message, this.hooks) : null;
     }
 
-    /* ---- feedback: thumbs up or down, then an optional comment --------- */
-
-    _rateButton(rating) {
-      const btn = footButton("rate-" + rating, rating === "up" ? "Good reply" : "Bad reply", rating);
-      const on = !!this.feedback && this.feedback.rating === rating;
-      btn.setAttribute("aria-pressed", on ? "true" : "false");
-      btn.addEventListener("click", () => this._rate(rating, on));
-      return btn;
-    }
-
-    async _rate(rating, withdraw) {
-      const url = "/api/runs/" + this.run.id + "/feedback";
-      const res = withdraw ? await ns.api.request("DELETE", url) : await ns.api.request("PUT", url, { rating });
-      if (!res.ok) { ns.toast("Your feedback could not be saved: " + ns.api.describe(res).title.toLowerCase() + "."); return; }
-      this.feedback = withdraw ? null : res.data;
-      this.renderFoot();
-      const form = this.el.querySelector(".feedback-form");
-      if (form) form.remove();
-      if (withdraw) { ns.announce("Feedback withdrawn"); return; }
-      this._askComment();
-      this.foot.querySelector('[data-action="rate-' + rating + '"]').focus({ preventScroll: true });
-    }
-
-    _askComment() {
-      const form = document.createElement("form");
-      form.className = "feedback-form";
-      const label = document.createElement("label");
-      label.htmlFor = "feedback-" + this.run.id;
-      label.textContent = this.feedback.rating === "up" ? "Thanks! What was good about it? (optional)"
-        : "Thanks. What was wrong with it? (optional)";
-      const area = document.createElement("textarea");
-      area.id = "feedback-" + this.run.id;
-      area.rows = 2;
-      area.maxLength = 2000;
-      const actions = document.createElement("div");
-      actions.className = "edit-actions";
-      const skip = document.createElement("button");
-      skip.type = "button";
-      skip.className = "btn btn-small";
-      skip.textContent = "Skip";
-      const send = document.createElement("button");
-      send.type = "submit";
-      send.className = "btn btn-small btn-primary";
-      send.textContent = "Send feedback";
-      actions.append(skip, send);
-      form.append(label, area, actions);
-      this.foot.after(form);
-      skip.addEventListener("click", () => form.remove());
-      area.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); form.remove(); } });
-      form.addEventListener("submit", async (e) => {
-        e.preventDefault();
-        const res = await ns.api.request("PUT", "/api/runs/" + this.run.id + "/feedback",
-                                         { rating: this.feedback.rating, comment: area.value });
-        if (!res.ok) { ns.toast(ns.api.describe(res).text || "Your comment could not be saved."); return; }
-        this.feedback = res.data;
-        form.remove();
-        ns.toast("Thanks for the feedback.", "info");
-      });
-    }
-
     renderFoot() {
       const run = this.run;
       this.foot.replaceChildren();
@@ -302,7 +242,7 @@
         more.addEventListener("click", () => this.hooks.onContinue(this));
         this.foot.append(more);
       }
-      if (run.status !== "failed") this.foot.append(this._rateButton("up"), this._rateButton("down"));
+      if (run.status !== "failed") this.foot.append(...ns.feedback.buttons(this));
       const badge = run.status === "cancelled" ? "Stopped" : FINISH_BADGES[run.finish_reason];
       if (badge) this.foot.append(span("badge", badge));
       this.foot.append(statsNode(run, this.completionTokens));

@@ -1,13 +1,12 @@
 /* The chat list (a drawer at phone width): pinned chats first, search, older chats on
- * scroll, what other windows change; and the chat menu: rename, pin, archive, export, delete. */
+ * scroll, what other windows change. The chat menu's actions are in chat-menu.js. */
 (function (ns) {
   "use strict";
 
   const $ = (id) => document.getElementById(id);
   const app = $("app"), sidebar = $("sidebar"), openBtn = $("sidebar-open"), scrim = app.querySelector(".scrim");
   const list = $("chat-list"), menu = $("chat-menu"), renameForm = $("rename-form"), renameInput = $("rename-input");
-  const deleteForm = $("delete-form"), dialog = $("delete-dialog");
-  const pinToggle = $("pin-toggle"), archiveToggle = $("archive-toggle");
+  const deleteForm = $("delete-form"), pinToggle = $("pin-toggle"), archiveToggle = $("archive-toggle");
   const searchBox = $("chat-search"), results = $("search-results"), more = $("chats-more");
   const narrow = matchMedia("(max-width: 820px)");
 
@@ -249,69 +248,5 @@
     if (e.key === "Escape" && searchBox.value) { e.stopPropagation(); searchBox.value = ""; searchBox.dispatchEvent(new Event("input")); }
   });
 
-  /* ---- rename and delete ---------------------------------------------- */
-
-  document.addEventListener("click", (e) => {
-    if (menu.open && !menu.contains(e.target)) menu.open = false;
-  });
-  menu.querySelectorAll(".menu-link").forEach((a) => a.addEventListener("click", () => { menu.open = false; }));
-  // Ready to rename on a desktop; on a phone the keyboard it would open covers Export and Delete.
-  const touch = matchMedia("(pointer: coarse)");
-  menu.addEventListener("toggle", () => {
-    if (menu.open && !narrow.matches && !touch.matches) setTimeout(() => renameInput.focus(), 0);
-  });
-
-  renameForm.addEventListener("submit", async (e) => {
-    const chat = ns.state && ns.state.chat;
-    if (!chat) return;
-    e.preventDefault();
-    const res = await ns.api.patch("/api/chats/" + chat.id + "/", { title: renameInput.value });
-    if (!res.ok) { ns.toast(ns.api.describe(res).text || "Could not rename the chat."); return; }
-    ns.state.chat = res.data;
-    setTitle(res.data);
-    menu.open = false;
-    menu.querySelector("summary").focus();
-    ns.announce("Chat renamed");
-  });
-
-  /* ---- pin and archive ------------------------------------------------- */
-
-  async function file(change, done) {
-    const chat = ns.state && ns.state.chat;
-    if (!chat) return;
-    menu.open = false;
-    const res = await ns.api.patch("/api/chats/" + chat.id + "/", change);
-    if (!res.ok) { ns.toast(ns.api.describe(res).text || "That did not work; try again."); return; }
-    ns.state.chat = res.data;
-    place(res.data);
-    setTitle(res.data);
-    if (res.data.archived_at) list.querySelectorAll('[aria-current="page"]').forEach((a) => a.removeAttribute("aria-current"));
-    else linkFor(res.data).setAttribute("aria-current", "page");
-    ns.toast(done + ".", "info");
-    menu.querySelector("summary").focus();
-  }
-
-  pinToggle.addEventListener("click", () => {
-    const pinned = !!(ns.state.chat && ns.state.chat.pinned_at);
-    file({ pinned: !pinned }, pinned ? "Chat unpinned" : "Chat pinned to the top of the list");
-  });
-  archiveToggle.addEventListener("click", () => {
-    const archived = !!(ns.state.chat && ns.state.chat.archived_at);
-    file({ archived: !archived }, archived ? "Chat restored to the list"
-      : "Chat archived: it left the list; search finds it, and Settings lists it to restore");
-  });
-
-  deleteForm.addEventListener("submit", (e) => {
-    if (!dialog.showModal) return;  // no <dialog>: the plain form posts
-    e.preventDefault();
-    menu.open = false;
-    dialog.returnValue = "";
-    dialog.showModal();
-  });
-  dialog.addEventListener("close", () => {
-    if (dialog.returnValue === "delete") { if (ns.state) ns.state.leaving = true; deleteForm.submit(); }
-    else menu.querySelector("summary").focus();
-  });
-
-  ns.sidebar = { adopt, setTitle, onEvent, loadMore, close: closeDrawer };
+  ns.sidebar = { adopt, setTitle, onEvent, loadMore, place, linkFor, close: closeDrawer };
 })(window.ChatUI = window.ChatUI || {});
