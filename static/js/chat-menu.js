@@ -35,7 +35,7 @@
 
   /* ---- pin and archive ------------------------------------------------- */
 
-  async function file(change, done) {
+  async function file(change, done, fromMenu = true) {
     const chat = ns.state && ns.state.chat;
     if (!chat) return;
     menu.open = false;
@@ -47,7 +47,7 @@
     if (res.data.archived_at) list.querySelectorAll('[aria-current="page"]').forEach((a) => a.removeAttribute("aria-current"));
     else ns.sidebar.linkFor(res.data).setAttribute("aria-current", "page");
     ns.toast(done + ".", "info");
-    menu.querySelector("summary").focus();
+    if (fromMenu) menu.querySelector("summary").focus();
   }
 
   pinToggle.addEventListener("click", () => {
@@ -72,4 +72,7 @@
     else menu.querySelector("summary").focus();
   });
 
+  // A new message in an archived chat brings it back to the list.
+  ns.chatMenu = { restoreIfArchived: () => ns.state.chat && ns.state.chat.archived_at &&
+                                           file({ archived: false }, "Chat restored to the list", false) };
 })(window.ChatUI = window.ChatUI || {});

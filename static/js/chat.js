@@ -168,6 +168,7 @@
     state.sending = false;
     if (res.ok) {
       turn.el.classList.remove("unsent");
+      await ns.chatMenu.restoreIfArchived();  // before the chat is read again (started), which would list it archived
       started(res.data, turn.el);
     } else {
       turn.el.classList.add("unsent");

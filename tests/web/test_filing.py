@@ -58,3 +58,16 @@ def test_pin_then_archive_then_restore(sized_page: ChatPage, web_user):
     expect(page.locator('[data-group="Pinned"]')).to_have_count(0)
     page.get_by_label("Chat options").click()
     expect(page.get_by_role("button", name="Delete chat")).to_be_visible()  # delete stays
+
+
+def test_a_new_message_brings_an_archived_chat_back(chat_page: ChatPage, web_user):
+    trip, = _chats(web_user, "Trip to Lisbon")
+    Chat.objects.filter(pk=trip.pk).update(archived_at=trip.updated_at)
+    page = chat_page.page
+    chat_page.open_chat(trip.pk)
+    expect(page.locator("#chat-list a")).to_have_count(0)
+    chat_page.send("One more question")
+    chat_page.wait_settled(chat_page.latest_run_id())
+    expect(page.locator("#chat-list a")).to_have_text(["Trip to Lisbon"])
+    expect(page.get_by_label("Message", exact=True)).to_be_focused()
+    assert Chat.objects.get(pk=trip.pk).archived_at is None
