@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from whitenoise.compress import Compressor
 
 from chatsite.install_secret import read_secret_key
 
@@ -15,11 +16,15 @@ def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Off unless a developer asks for Django's debug pages: DJANGO_DEBUG=true (`DJANGO_DEBUG=true make run`).
+# With it off, a missing page, a refusal or a bug shows the product's own page (chatsite/web/errors.py).
+DEBUG = env_bool("DJANGO_DEBUG", False)
 # This install's own secret (chatsite/install_secret.py): DJANGO_SECRET_KEY, else the file
-# setup made under var/ (git-ignored, mode 600; made here on first use in development).
+# setup made under var/ (git-ignored, mode 600; made here on first use, debug or not, unless
+# the production settings, which refuse to make one, set CHATSITE_MAKE_SECRET_KEY=false).
 SECRET_KEY_FILE = Path(os.environ.get("DJANGO_SECRET_KEY_FILE", VAR_DIR / "secret_key"))
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_secret_key(SECRET_KEY_FILE, create=DEBUG)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_secret_key(
+    SECRET_KEY_FILE, create=env_bool("CHATSITE_MAKE_SECRET_KEY", True))
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 
 INSTALLED_APPS = [
@@ -74,6 +79,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "chatsite.web.context.preferences",
             ],
         },
     },
@@ -125,6 +131,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
 ]
 AUTHENTICATION_BACKENDS = ["chatsite.tenancy.throttle.ThrottledModelBackend"]
+CSRF_FAILURE_VIEW = "chatsite.web.errors.csrf_failure"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -136,7 +143,19 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("CHATSITE_STATIC_ROOT", BASE_DIR / "staticfiles"))
+# collectstatic (scripts/setup.sh) writes each file under a name holding a hash of its content, with
+# gzip and brotli copies beside it; whitenoise serves those (chatsite/web/static_files.py) with a
+# year's cache lifetime, compressed as the browser accepts. Under DEBUG the files come from static/
+# as they are edited, uncached.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "chatsite.web.static_files.StaticFilesStorage"},
+}
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True  # pages name the hashed files only; half the files to compress
+# Source maps (the API docs' bundles ship 3 MB of them) are read by developer tools alone: left
+# uncompressed, they made collectstatic three times slower.
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = [*Compressor.SKIP_COMPRESS_EXTENSIONS, "map"]
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024  # a bigger body is refused with 413
 

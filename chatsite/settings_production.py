@@ -6,6 +6,7 @@
 import os
 
 os.environ["DJANGO_DEBUG"] = "false"
+os.environ["CHATSITE_MAKE_SECRET_KEY"] = "false"  # below: a real secret or no start
 
 from chatsite.install_secret import is_real_secret, read_secret_key  # noqa: E402
 from chatsite.settings import *  # noqa: E402,F401,F403

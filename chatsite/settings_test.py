@@ -33,3 +33,8 @@ if "REDIS_URL" not in os.environ:  # the pytest process; its child processes inh
 from chatsite.settings import *  # noqa: E402,F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+# The live servers of the tests serve static/ as it is now (whitenoise reads the finders on each
+# request), so a test never runs against an older collectstatic; tests/web/test_static_files.py
+# checks the product's storage (hashed, compressed, cached) on a collectstatic of its own.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = True

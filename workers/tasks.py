@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 @task_postrun.connect
 def _forget_queries(**_) -> None:
-    """Under DEBUG (the default `make run` settings) Django keeps every query of a
+    """Under DEBUG (DJANGO_DEBUG=true, a developer's choice) Django keeps every query of a
     connection, up to 9,000, and a worker's threads each hold a connection that no
     request cycle ever resets: a worker grew by megabytes a minute. Forget them after
     each task, in the thread that ran it."""

@@ -129,14 +129,18 @@ class ChatSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Chat
-        fields = ["id", "title", "model", "system_prompt", "temperature", "max_tokens", "listed", "created_at",
-                  "updated_at"]
+        fields = ["id", "title", "model", "system_prompt", "temperature", "max_tokens", "listed", "pinned_at",
+                  "archived_at", "created_at", "updated_at"]
         extra_kwargs = {"title": {"help_text": "The chat's name; the first message names it when empty."},
                         "system_prompt": {"help_text": "Instructions the model reads before the conversation."},
                         "temperature": {"help_text": "Sampling temperature of its runs; null: the model's default."},
                         "max_tokens": {"help_text": "Reply length of its runs; null: the model's default."},
                         "listed": {"help_text": "Shown in the web chat list; false for chats the "
                                                 "OpenAI-compatible API made (one per call)."},
+                        "pinned_at": {"help_text": "When it was pinned to the head of the chat list; null: "
+                                                   "not pinned (PATCH `pinned`)."},
+                        "archived_at": {"help_text": "When it was archived: it leaves the chat list, search "
+                                                     "still finds it; null: not archived (PATCH `archived`)."},
                         "created_at": {"help_text": "When the chat was started."},
                         "updated_at": {"help_text": "When it last changed (a message, a rename)."}}
 
@@ -146,6 +150,7 @@ class ChatSerializer(serializers.ModelSerializer):
         chat's start answers with it."""
         return {"id": chat.pk, "title": chat.title, "model": chat.pool.name, "system_prompt": chat.system_prompt,
                 "temperature": chat.temperature, "max_tokens": chat.max_tokens, "listed": chat.listed,
+                "pinned_at": _datetime(chat.pinned_at), "archived_at": _datetime(chat.archived_at),
                 "created_at": _datetime(chat.created_at), "updated_at": _datetime(chat.updated_at)}
 
 
@@ -201,6 +206,10 @@ class ChatSettings(serializers.Serializer):
 
 class ChatUpdateRequest(ChatSettings):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text="A new name.")
+    pinned = serializers.BooleanField(required=False, help_text="true: pin the chat to the head of the chat list; "
+                                                                "false: unpin it.")
+    archived = serializers.BooleanField(required=False, help_text="true: archive the chat (it leaves the chat "
+                                                                  "list; search still finds it); false: restore it.")
     model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
 
 

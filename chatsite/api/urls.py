@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatsite.api import views_account, views_chats, views_messages, views_runs
+from chatsite.api import views_account, views_chats, views_feedback, views_messages, views_runs
 
 MESSAGE = "chats/<int:chat_id>/messages/<int:message_id>/"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path(MESSAGE + "select", views_messages.SelectView.as_view()),
     path("runs/<int:run_id>/", views_runs.RunDetailView.as_view()),
     path("runs/<int:run_id>/cancel", views_runs.RunCancelView.as_view()),
+    path("runs/<int:run_id>/feedback", views_feedback.FeedbackView.as_view()),
     path("models/", views_runs.ModelListView.as_view()),
     path("keys/", views_account.ApiKeyListView.as_view()),
     path("keys/<int:key_id>/", views_account.ApiKeyDetailView.as_view()),

@@ -1,4 +1,5 @@
 """Chats: list, create, settings, delete, search and export."""
+from django.db import transaction
 from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -16,7 +17,7 @@ from chatsite.api.streamed import streamed, wants_stream
 from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, STREAMED, caller, posted
 from chatsite.chats import export
 from chatsite.chats.selectors import chat_get, chat_search, chats_for
-from chatsite.chats.services import UNSET, chat_create, chat_update
+from chatsite.chats.services import UNSET, chat_create, chat_file, chat_update
 from chatsite.runs.services.chat_edits import chat_delete
 from chatsite.errors import InvalidInput
 from chatsite.runs.admission import Ask, NewChat, Send, run_admit
@@ -31,7 +32,20 @@ LIST_PARAMETERS = PAGE_PARAMETERS + [
                      "(not those the OpenAI-compatible API made); false: only those."),
     OpenApiParameter("before", str, description="Keyset paging: the chats after this position, as "
                      "`<updated_at>,<id>` of the last chat you have. The `next` link carries it."),
+    OpenApiParameter("archived", {"type": "boolean"}, description="true: only archived chats; false: only the "
+                     "others. Left out: both."),
+    OpenApiParameter("pinned", {"type": "boolean"}, description="true: only pinned chats; false: only the others."),
 ]
+
+
+def _flag_filter(request, chats, name: str, field: str):
+    """`?name=true|false`: only the chats whose `field` (a time) is set, or is not."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return chats
+    if raw not in ("true", "false"):
+        raise InvalidInput(f"{name} must be true or false", field=name)
+    return chats.filter(**{f"{field}__isnull": raw == "false"})
 
 
 def _settings(data: dict) -> dict:
@@ -78,6 +92,7 @@ class ChatListView(TenantScoped, APIView):
             if listed not in ("true", "false"):
                 raise InvalidInput("listed must be true or false", field="listed")
             chats = chats.filter(listed=listed == "true")
+        chats = _flag_filter(request, _flag_filter(request, chats, "archived", "archived_at"), "pinned", "pinned_at")
         chats, keyset = _keyset(request, chats)
         page = paginate(request, chats, lambda rows: s.ChatSerializer(rows, many=True).data)
         if keyset:  # the next page starts after this page's last chat
@@ -126,14 +141,20 @@ class ChatDetailView(TenantScoped, APIView):
         return Response(s.ChatSerializer(chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)).data)
 
     @extend_schema(operation_id="chats_update",
-                   summary="Rename a chat, switch its model, or change its settings", tags=TAGS,
+                   summary="Rename a chat, switch its model, change its settings, pin or archive it", tags=TAGS,
                    description="Settings (system_prompt, temperature, max_tokens) apply to the chat's next runs; "
-                               "null clears one. Fields left out stay as they are.",
+                               "null clears one. `pinned` and `archived` (true or false) file the chat without "
+                               "changing its `updated_at`. Fields left out stay as they are.",
                    request=s.ChatUpdateRequest, responses={200: s.ChatSerializer, **errors(*WRITE_ERRORS)})
     def patch(self, request, chat_id: int):
         data = self.body()
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
-        chat = chat_update(chat=chat, title=data.get("title"), model=data.get("model"), **_settings(data))
+        filing = {name: data[name] for name in ("pinned", "archived") if name in data}
+        with transaction.atomic():  # a field refused changes nothing
+            if filing:
+                chat = chat_file(chat=chat, **filing)
+            if not filing or set(data) - set(filing):
+                chat = chat_update(chat=chat, title=data.get("title"), model=data.get("model"), **_settings(data))
         return Response(s.ChatSerializer(chat).data)
 
     @extend_schema(operation_id="chats_delete", summary="Delete a chat and its messages", tags=TAGS,

@@ -23,6 +23,10 @@ class Chat(models.Model):
     max_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Reply length; empty: the default.")
     listed = models.BooleanField(default=True, help_text="Shown in the web sidebar and search; chats made by "
                                                          "/v1/chat/completions are not.")
+    # Filing, by its owner: a pinned chat heads the chat list; an archived one leaves it (search
+    # still finds it) until restored. Neither changes updated_at, the list's order.
+    pinned_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

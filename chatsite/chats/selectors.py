@@ -17,9 +17,11 @@ def chats_for(*, tenant, user):
     return Chat.objects.filter(tenant=tenant, owner=user).select_related("pool")
 
 
-def listed_chats_for(*, tenant, user):
-    """The chats the web sidebar lists: not those the OpenAI-compatible API made."""
-    return chats_for(tenant=tenant, user=user).filter(listed=True)
+def listed_chats_for(*, tenant, user, archived: bool | None = False):
+    """The chats the web chat list shows: not those the OpenAI-compatible API made, and
+    (`archived`) only those not archived (the default), only archived ones, or both (None)."""
+    chats = chats_for(tenant=tenant, user=user).filter(listed=True)
+    return chats if archived is None else chats.filter(archived_at__isnull=not archived)
 
 
 _BIGINT = range(-2**63, 2**63)
@@ -129,13 +131,13 @@ def _tsquery(text) -> SearchQuery:
 
 
 def chat_search(*, tenant, user, q, limit: int = 20) -> list[Chat]:
-    """The user's listed chats whose title or any message matches `q` (Postgres
+    """The user's listed chats, archived ones too, whose title or any message matches `q` (Postgres
     full-text search), newest first, each with `snippet`: a matching message's
     text around the match ('' when only the title matched), matches marked with HIGHLIGHT.
 
     Raises InvalidInput for an empty or too long query."""
     query = _tsquery(q)
-    chats = listed_chats_for(tenant=tenant, user=user)
+    chats = listed_chats_for(tenant=tenant, user=user, archived=None)
     hits = Message.objects.annotate(sv=SearchVector("content", config=SEARCH_CONFIG)).filter(
         sv=query, chat__tenant=tenant, chat__owner=user, chat__listed=True)
     snippet = (hits.filter(chat=OuterRef("pk")).order_by("-id")

@@ -4,17 +4,18 @@ import json
 import math
 
 from django.conf import settings
+from django.utils import timezone
 
 from chatsite.chats import live
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import InvalidInput
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import count_tokens
-from chatsite.text import clean_text
+from chatsite.tenancy.selectors import preferences_for
+from chatsite.text import MAX_SYSTEM_PROMPT_CHARS, clean_text
 
 MAX_TITLE_CHARS = 200
 MAX_HISTORY_MESSAGES = 200
-MAX_SYSTEM_PROMPT_CHARS = 8000
 UNSET = object()  # "leave this setting as it is" (None clears it)
 
 
@@ -30,19 +31,6 @@ def _pool(tenant, model):
     if model is None or model == "":
         raise InvalidInput("model is required; GET /api/models/ lists the models you can use", field="model")
     return pool_for_tenant(tenant, model)
-
-
-MAX_AUTO_TITLE_CHARS = 60
-
-
-def chat_title_from(content: str) -> str:
-    """A chat's title from its first message: its words, cut at a word past
-    MAX_AUTO_TITLE_CHARS with an ellipsis."""
-    words = " ".join(content.split())
-    if len(words) <= MAX_AUTO_TITLE_CHARS:
-        return words
-    cut = words[:MAX_AUTO_TITLE_CHARS + 1].rsplit(" ", 1)[0] if " " in words[:MAX_AUTO_TITLE_CHARS + 1] else ""
-    return (cut or words[:MAX_AUTO_TITLE_CHARS - 1]).rstrip(" ,.;:") + "…"
 
 
 def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> list[str]:
@@ -73,9 +61,13 @@ def _apply_settings(chat: Chat, *, system_prompt, temperature, max_tokens) -> li
 def chat_new(*, tenant, owner, pool, title: str | None = None, listed: bool = True, system_prompt=UNSET,
              temperature=UNSET, max_tokens=UNSET) -> Chat:
     """A chat on `pool` (the caller checked the tenant may use it) with its title and
-    settings checked, not saved: the run's admission writes it with its first turn.
-    Raises InvalidInput naming a bad title or setting."""
+    settings checked, not saved: the run's admission writes it with its first turn. A
+    listed chat (the web's, the REST API's) without a system prompt gets the owner's
+    default instructions (their settings page). Raises InvalidInput naming a bad title or
+    setting."""
     chat = Chat(tenant=tenant, owner=owner, pool=pool, title=_clean_title(title), listed=listed)
+    if system_prompt is UNSET and listed:
+        system_prompt = preferences_for(owner).default_instructions
     _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     return chat
 
@@ -83,7 +75,8 @@ def chat_new(*, tenant, owner, pool, title: str | None = None, listed: bool = Tr
 def chat_create(*, tenant, owner, model: str, title: str | None = None, system_prompt=UNSET, temperature=UNSET,
                 max_tokens=UNSET) -> Chat:
     """A new chat on pool `model`, with optional settings (a system prompt, a
-    temperature, a reply length) its runs use. Raises InvalidInput for a missing,
+    temperature, a reply length) its runs use; without a system prompt, the owner's default
+    instructions are its system prompt. Raises InvalidInput for a missing,
     unknown or disabled model and for a bad title or setting."""
     chat = chat_new(tenant=tenant, owner=owner, pool=_pool(tenant, model), title=title, system_prompt=system_prompt,
                     temperature=temperature, max_tokens=max_tokens)
@@ -108,6 +101,30 @@ def chat_update(*, chat: Chat, title=None, model: str | None = None, system_prom
     fields += _apply_settings(chat, system_prompt=system_prompt, temperature=temperature, max_tokens=max_tokens)
     chat.save(update_fields=fields)
     live.chat_event(chat, live.CHAT_UPDATED, title=chat.title)
+    return chat
+
+
+def _flag(value, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{field} must be true or false", field=field)
+    return value
+
+
+def chat_file(*, chat: Chat, pinned=UNSET, archived=UNSET) -> Chat:
+    """Pin a chat to the head of its owner's list (or unpin it), and/or archive it (it leaves
+    the list; search still finds it, and its page still opens) or restore it. Its place by
+    date is kept: updated_at does not change. Raises InvalidInput unless each is true or false."""
+    now, fields = timezone.now(), {}
+    if pinned is not UNSET:
+        fields["pinned_at"] = (chat.pinned_at or now) if _flag(pinned, "pinned") else None
+    if archived is not UNSET:
+        fields["archived_at"] = (chat.archived_at or now) if _flag(archived, "archived") else None
+    if fields:
+        Chat.objects.filter(pk=chat.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(chat, name, value)
+        live.chat_event(chat, live.CHAT_UPDATED, title=chat.title, pinned=chat.pinned_at is not None,
+                        archived=chat.archived_at is not None)
     return chat
 
 

@@ -36,9 +36,11 @@ DEMO_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 1024}
 # host's: on an AVX2-only AMD EPYC the same checkpoint measured +6.7% and 0 of 16, and ran
 # slower than float32, so there it fails and does not serve (scripts/run.sh then starts no worker for it).
 SMALL_GATE = {"gate_max_ppl_increase": 0.04, "gate_min_exact_match": 0.05}
+# Display names: the picker and each reply's footer show them, short enough for a phone's picker
+# (about 30 characters) to show each whole, so the two are told apart there too.
 DEMO_POOLS = {
-    "flagship": {"display_name": "SmolLM2 135M Instruct", "folder": SMOLLM2.name, "base": None, "gate": {}},
-    "small": {"display_name": "SmolLM2 135M Instruct, INT8 W8A8 (cheaper)",
+    "flagship": {"display_name": "SmolLM2 135M", "folder": SMOLLM2.name, "base": None, "gate": {}},
+    "small": {"display_name": "SmolLM2 135M INT8 (cheaper)",
               "folder": SMOLLM2.name + W8A8_SUFFIX, "base": "flagship", "gate": SMALL_GATE},
 }
 

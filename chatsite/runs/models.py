@@ -97,3 +97,27 @@ class GenerationRun(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+
+class ReplyFeedback(models.Model):
+    """What the person who asked thought of a reply: thumbs up or down and an optional
+    comment, one per run (given again, it replaces the first)."""
+
+    class Rating(models.TextChoices):
+        UP = "up", "Thumbs up"
+        DOWN = "down", "Thumbs down"
+
+    run = models.OneToOneField(GenerationRun, on_delete=models.CASCADE, related_name="feedback")
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    rating = models.CharField(max_length=4, choices=Rating.choices)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["tenant", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on run {self.run_id}"

@@ -1,11 +1,16 @@
 """Reads for runs, always scoped to the tenant and owner asking."""
 from chatsite.errors import NotFound
-from chatsite.runs.models import GenerationRun
+from chatsite.runs.models import GenerationRun, ReplyFeedback
 from chatsite.runs.store.choices import run_choices as _choices
 
 
 def runs_for(*, tenant, user):
     return GenerationRun.objects.filter(tenant=tenant, chat__owner=user).select_related("pool", "assistant_message")
+
+
+def feedback_for(*, run_ids) -> dict:
+    """{run id: its ReplyFeedback} for those of `run_ids` (runs already scoped by the caller) that have one."""
+    return {f.run_id: f for f in ReplyFeedback.objects.filter(run_id__in=list(run_ids))}
 
 
 def run_get(*, tenant, user, run_id) -> GenerationRun:

@@ -48,6 +48,24 @@ class ApiKey(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
 
+class UserPreferences(models.Model):
+    """A person's own settings, in every tenant they belong to (the settings page)."""
+
+    class Theme(models.TextChoices):
+        SYSTEM = "system", "Same as the system"
+        LIGHT = "light", "Light"
+        DARK = "dark", "Dark"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
+                                related_name="preferences")
+    theme = models.CharField(max_length=6, choices=Theme.choices, default=Theme.SYSTEM)
+    default_instructions = models.TextField(blank=True, help_text="The system prompt a new chat starts with.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}'s preferences"
+
+
 class Revocation(models.Model):
     """Access through a principal ended (chatsite.tenancy.revocation): the durable record.
     Redis holds the markers open streams check; after Redis lost them (a restart without

@@ -1,7 +1,7 @@
 """Reads for tenancy: which tenant a request acts for."""
 from chatsite.errors import NotFound
 from chatsite.tenancy.credentials import KeyRead
-from chatsite.tenancy.models import ApiKey, Membership, Tenant
+from chatsite.tenancy.models import ApiKey, Membership, Tenant, UserPreferences
 
 
 def tenant_for_request(user, auth) -> Tenant:
@@ -28,3 +28,10 @@ def api_key_get(*, tenant: Tenant, user, key_id) -> ApiKey:
         return api_keys_for(tenant=tenant, user=user).get(pk=int(key_id))
     except (ApiKey.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound("no such API key") from None
+
+
+def preferences_for(user) -> UserPreferences:
+    """The user's preferences: the saved ones, else the defaults (not saved)."""
+    if not user.is_authenticated:
+        return UserPreferences()
+    return UserPreferences.objects.filter(user=user).first() or UserPreferences(user=user)

@@ -6,12 +6,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from chatsite.errors import Conflict
+from chatsite.errors import Conflict, InvalidInput
 from chatsite.tenancy import revocation
 from chatsite.tenancy.credentials import KEY_PREFIX, secret_hash
-from chatsite.tenancy.models import ApiKey, Membership, Tenant
+from chatsite.tenancy.models import ApiKey, Membership, Tenant, UserPreferences
 from chatsite.tenancy.revocation import principal_revoke
-from chatsite.text import clean_text
+from chatsite.text import MAX_SYSTEM_PROMPT_CHARS, clean_text
 
 MAX_KEY_NAME_CHARS = 100
 MAX_LIVE_KEYS_PER_USER = 50
@@ -34,6 +34,22 @@ def user_create_in_tenant(*, tenant: Tenant, username: str, password: str, **ext
         user = get_user_model().objects.create_user(username=username, password=password, **extra)
         membership_add(tenant=tenant, user=user)
     return user
+
+
+def preferences_update(*, user, theme: str | None = None, default_instructions: str | None = None) -> UserPreferences:
+    """Save the user's theme and/or default instructions (None: leave it as it is). Raises
+    InvalidInput naming the field for a theme that is not one of UserPreferences.Theme or
+    instructions that are not text or longer than a chat's system prompt may be."""
+    prefs = UserPreferences.objects.filter(user=user).first() or UserPreferences(user=user)
+    if theme is not None:
+        if theme not in UserPreferences.Theme.values:
+            raise InvalidInput(f"theme must be one of {', '.join(UserPreferences.Theme.values)}", field="theme")
+        prefs.theme = theme
+    if default_instructions is not None:
+        prefs.default_instructions = clean_text(default_instructions, field="default_instructions",
+                                                max_chars=MAX_SYSTEM_PROMPT_CHARS, allow_empty=True).strip()
+    prefs.save()
+    return prefs
 
 
 def api_key_create(*, user, tenant: Tenant, name: str) -> tuple[ApiKey, str]:

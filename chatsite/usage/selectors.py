@@ -32,13 +32,17 @@ class TenantUsage:
         return sum(m.total_tokens for m in self.models)
 
 
-def usage_this_month(*, tenant, now: datetime | None = None) -> TenantUsage:
+def usage_this_month(*, tenant, user=None, now: datetime | None = None) -> TenantUsage:
     """Prompt + completion tokens of every run of `tenant` queued since the start
     of the current calendar month (UTC), per model, whichever member or key ran
-    it and however it ended. Runs still going count the tokens saved so far
-    (their figures are written when they finish)."""
+    it and however it ended; with `user`, only the runs of that member's chats.
+    Runs still going count the tokens saved so far (their figures are written
+    when they finish)."""
     start = period_start(now or timezone.now(), "month")
-    rows = (GenerationRun.objects.filter(tenant=tenant, queued_at__gte=start)
+    runs = GenerationRun.objects.filter(tenant=tenant, queued_at__gte=start)
+    if user is not None:
+        runs = runs.filter(chat__owner=user)
+    rows = (runs
             .values("pool__name").order_by("pool__name")
             .annotate(runs=Count("id"), completion=Sum("completion_tokens"),
                       # the choices of one completion after its first answer the same prompt: counted once

@@ -16,6 +16,7 @@ from chatsite.chats.models import Chat, Message
 from chatsite.chats.selectors import listed_chats_for, path_page, versions_of
 from chatsite.pools.health import live_workers, pool_is_up
 from chatsite.pools.selectors import pools_for_tenant
+from chatsite.runs.selectors import feedback_for
 from chatsite.runs.stream import log as stream_log
 
 SIDEBAR_LIMIT = 50  # chats in the sidebar's first page; older ones load on scroll (GET /api/chats/?before=)
@@ -44,19 +45,26 @@ def date_group(when, now=None) -> str:
     return next((name for name, start in bounds if when >= start), "Older")
 
 
+PINNED = "Pinned"
+
+
 def sidebar_groups(*, tenant, user) -> tuple[list[tuple[str, list[Chat]]], str | None]:
-    """The newest listed chats in date groups ("Today", "Previous 7 days", ...), and
-    the URL of the next (older) page, or None."""
-    rows = list(listed_chats_for(tenant=tenant, user=user)[:SIDEBAR_LIMIT + 1])
+    """The pinned chats (newest pin first), then the newest other listed chats in date groups
+    ("Today", "Previous 7 days", ...), archived ones left out; and the URL of the next (older)
+    page, or None."""
+    listed = listed_chats_for(tenant=tenant, user=user)
+    pinned = list(listed.filter(pinned_at__isnull=False).order_by("-pinned_at")[:SIDEBAR_LIMIT])
+    rows = list(listed.filter(pinned_at__isnull=True)[:SIDEBAR_LIMIT + 1])
     now = timezone.localtime()
-    groups: dict[str, list[Chat]] = {}
+    groups: dict[str, list[Chat]] = {PINNED: pinned} if pinned else {}
     for chat in rows[:SIDEBAR_LIMIT]:
         groups.setdefault(date_group(chat.updated_at, now), []).append(chat)
     nxt = None
     if len(rows) > SIDEBAR_LIMIT:
         last = rows[SIDEBAR_LIMIT - 1]
         stamp = DateTimeField().to_representation(last.updated_at)  # as the API writes it
-        nxt = f"/api/chats/?listed=true&limit={SIDEBAR_LIMIT}&before={quote(f'{stamp},{last.pk}')}"
+        nxt = (f"/api/chats/?listed=true&archived=false&pinned=false&limit={SIDEBAR_LIMIT}"
+               f"&before={quote(f'{stamp},{last.pk}')}")
     return list(groups.items()), nxt
 
 
@@ -69,13 +77,15 @@ def live_reply(run_id: int) -> dict:
     return {"text": reply.text, "have": reply.completion_tokens, "last_event_id": reply.last_token_id}
 
 
-def message_item(msg: Message, versions: dict) -> dict:
+def message_item(msg: Message, versions: dict, feedback=None) -> dict:
     """A message as the page's script reads it (the API's shape, plus the text so far
-    of a reply still being generated). `versions`: versions_of()'s, for this message."""
+    of a reply still being generated, and the feedback its asker gave it). `versions`:
+    versions_of()'s, for this message."""
     run = getattr(msg, "run", None) if msg.role == Message.Role.ASSISTANT else None
     item = {"id": msg.pk, "role": msg.role, "content": msg.content, "parent": msg.parent_id,
             "versions": versions.get(msg.pk) or [msg.pk],
-            "run": RunSerializer(run).data if run is not None else None, "live": None}
+            "run": RunSerializer(run).data if run is not None else None, "live": None,
+            "feedback": {"rating": feedback.rating, "comment": feedback.comment} if feedback else None}
     if run is not None and not run.is_terminal:
         item["live"] = live_reply(run.pk)
         item["content"] = msg.content + item["live"]["text"]  # a continued reply starts with its text so far
@@ -89,7 +99,9 @@ def chat_messages(*, chat: Chat) -> tuple[list[dict], bool]:
     page = path_page(chat=chat, limit=PAGE_MESSAGES)
     msgs = [m for m in page.messages if m.role != Message.Role.SYSTEM]
     versions = versions_of(chat=chat, messages=msgs)
-    return [message_item(m, versions) for m in msgs], page.more_before
+    run_ids = {m.pk: m.run.pk for m in msgs if m.role == Message.Role.ASSISTANT and getattr(m, "run", None)}
+    feedback = feedback_for(run_ids=run_ids.values()) if run_ids else {}
+    return [message_item(m, versions, feedback.get(run_ids.get(m.pk))) for m in msgs], page.more_before
 
 
 def current_model(models: list[ModelOption], chat: Chat | None) -> ModelOption | None:

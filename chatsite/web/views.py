@@ -6,13 +6,14 @@ the browser, through the REST API and the run's event stream."""
 from dataclasses import asdict
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from chatsite.api.errors import json_handler404, json_handler500
+from chatsite.api.serializers import ChatSerializer
 from chatsite.chats import live
 from chatsite.chats.selectors import chat_get
 from chatsite.chats.services import chat_update
@@ -21,6 +22,7 @@ from chatsite.errors import NotFound, ServiceError
 from chatsite.redis_durability import cached_persistence
 from chatsite.tenancy.selectors import tenant_for_request
 from chatsite.web import selectors
+from chatsite.web.context import request_preferences
 from chatsite.web.csp import with_csp
 from chatsite.web.forms import RenameForm
 
@@ -47,8 +49,7 @@ def _owned_chat(tenant, request, chat_id):
 
 
 def _chat_data(chat) -> dict:
-    return {"id": chat.pk, "title": str(chat), "model": chat.pool.name, "system_prompt": chat.system_prompt,
-            "temperature": chat.temperature, "max_tokens": chat.max_tokens}
+    return ChatSerializer(chat).data  # as the API answers it: the page's script reads both
 
 
 def _page(request, tenant, chat):
@@ -62,6 +63,8 @@ def _page(request, tenant, chat):
         "models": [asdict(m) for m in models],
         "messages": messages_data, "more_before": more_before,
         "chats_next": chats_next, "events_after": events_after,
+        "max_message_chars": settings.CHATSITE["MAX_MESSAGE_CHARS"],
+        "default_instructions": request_preferences(request).default_instructions,  # a new chat's system prompt
     }
     context = {
         "chat": chat, "groups": groups,
@@ -119,19 +122,3 @@ def healthz(request):
     redis_state = cached_persistence()
     return JsonResponse({"ok": True, "redis_persistent": redis_state.persistent,
                          "redis_persistence": redis_state.detail})
-
-
-@with_csp
-def handler404(request, exception=None):
-    if request.path.startswith(("/api/", "/v1/")):
-        return json_handler404(request, exception)
-    return render(request, "web/error.html", {"title": "Not found",
-                                              "message": "There is nothing here, or it is not yours to see."},
-                  status=404)
-
-
-def handler500(request):
-    if request.path.startswith(("/api/", "/v1/")):
-        return json_handler500(request)
-    return HttpResponse("Something went wrong on our side; it has been logged.", status=500,
-                        content_type="text/plain")

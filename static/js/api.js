@@ -57,7 +57,13 @@
       case err.code === "model_not_found":
         return { title: "This model isn’t available to you", text: "Pick another model above.", retry: false };
       case err.code === "context_length_exceeded":
-        return { title: "That message is too long for this model", text: withPeriod(text), retry: false };
+        return { title: "That message is too long for this model", text: contextText(text), retry: false };
+      case /content$/.test(err.field || "") && / is (\d+) characters; the limit is (\d+)/.test(text): {
+        const [, n, limit] = / is (\d+) characters; the limit is (\d+)/.exec(text);
+        return { title: "Your message is too long to send",
+                 text: "It is " + Number(n).toLocaleString() + " characters; one message can hold " +
+                       Number(limit).toLocaleString() + ". Shorten it, or send it in parts.", retry: false };
+      }
       case result.status === 401 || result.status === 403:
         return { title: "You’ve been signed out", text: "Sign in again to keep chatting.", retry: false, signIn: true };
       case result.status === 404:
@@ -73,6 +79,15 @@
   function describeRunError(err) {
     const text = (err && err.message) || "The model stopped unexpectedly.";
     return { title: "The reply could not be finished", text: withPeriod(capitalise(text)) + " What was written so far is kept.", retry: true };
+  }
+
+  /* "... is N tokens ..., but model 'x' has room for R prompt tokens when replying with up to M tokens; ..." */
+  function contextText(text) {
+    const m = /is (\d+) tokens.*room for (\d+) prompt tokens when replying with up to (\d+) tokens/.exec(text);
+    if (!m) return withPeriod(text);
+    return "It is about " + Number(m[1]).toLocaleString() + " tokens; with a reply of up to " +
+           Number(m[3]).toLocaleString() + " tokens this model can read " + Number(m[2]).toLocaleString() +
+           ". Shorten the message, or pick a shorter reply length in the chat's settings.";
   }
 
   function withPeriod(text) {

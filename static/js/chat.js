@@ -16,9 +16,12 @@
   const state = { chat: page.chat, active: null, sending: false, pending: 0, queued: [], moreBefore: page.more_before };
   const thread = $("thread"), input = $("composer-input"), form = $("composer");
   const sendBtn = $("send-btn"), stopBtn = $("stop-btn"), conn = $("conn"), empty = $("empty");
-  const modelSelect = $("model-select"), modelState = $("model-state"), jump = $("jump"), hint = $("composer-hint");
+  const modelSelect = $("model-select"), hint = $("composer-hint"), count = $("composer-count");
+  const LIMIT = page.max_message_chars;
+  const showCount = () => ns.limit.show(count, input.value, LIMIT);
 
   ns.state = state;
+  ns.page = page;
   ns.sendExtra = null;
   ns.busy = () => !!state.active || state.sending;
 
@@ -65,7 +68,7 @@
     sendBtn.hidden = busy;
     stopBtn.hidden = !busy;
     stopBtn.disabled = busy && state.active.stopping === true;
-    sendBtn.disabled = busy || state.sending || !input.value.trim();
+    sendBtn.disabled = busy || state.sending || !input.value.trim() || showCount() > LIMIT;
     hint.replaceChildren(...(busy ? HINT_BUSY : HINT_IDLE).map((part) => {
       if (!part.startsWith("#")) return document.createTextNode(part);
       const key = document.createElement("kbd");
@@ -113,6 +116,12 @@
   function submit() {
     const content = input.value;
     if (!content.trim() || state.active || state.sending) return;
+    if (showCount() > LIMIT) {  // kept in the box, with how much to cut
+      count.setAttribute("role", "alert");
+      ns.announce(count.textContent);
+      return;
+    }
+    count.removeAttribute("role");
     input.value = "";
     autosize();
     input.focus();
@@ -159,14 +168,28 @@
     state.sending = false;
     if (res.ok) {
       turn.el.classList.remove("unsent");
+      await ns.chatMenu.restoreIfArchived();  // before the chat is read again (started), which would list it archived
       started(res.data, turn.el);
     } else {
       turn.el.classList.add("unsent");
-      turn.notice = ns.notice(ns.api.describe(res), () => post(turn));
+      turn.notice = ns.notice({ ...ns.api.describe(res), retry: true }, () => post(turn), () => editUnsent(turn));
       turn.el.after(turn.notice);
       ns.scroll.toBottom();
     }
     done();
+  }
+
+  /* A message that was not sent goes back to the message box, to change and send again
+   * (a draft typed meanwhile stays, after it). */
+  function editUnsent(turn) {
+    if (turn.notice) turn.notice.remove();
+    turn.el.remove();
+    const draft = input.value.trim() ? "\n\n" + input.value : "";
+    input.value = turn.content + draft;
+    input.dispatchEvent(new Event("input"));
+    input.focus();
+    input.setSelectionRange(turn.content.length, turn.content.length);
+    if (!ns.thread.articles().length && !thread.querySelector(".msg")) empty.hidden = false;
   }
 
   /* ---- actions on a message: regenerate, edit, continue, another version */
@@ -223,6 +246,7 @@
     reply.setMessage(m);
     reply.setRun(res.data.run);
     reply.text = m.content;
+    reply.feedback = null;  // a new run: its reply is rated anew
     ns.replies[res.data.run.id] = reply;
     reply.follow(null);
     ns.announce("Continuing the reply.");

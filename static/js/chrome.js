@@ -44,19 +44,23 @@
     conn.append(pill);
   }
 
-  function toast(text) {
+  /* A short message over the conversation: an error, or with tone "info" a plain note. */
+  function toast(text, tone) {
     const box = document.createElement("div");
     box.className = "toasts";
-    box.setAttribute("role", "alert");
+    box.setAttribute("role", tone === "info" ? "status" : "alert");
     const p = document.createElement("p");
-    p.className = "toast toast-error";
+    p.className = tone === "info" ? "toast" : "toast toast-error";
     p.textContent = text;
     box.append(p);
     $("main").append(box);
     setTimeout(() => box.remove(), 6000);
   }
 
-  $("scroller").addEventListener("scroll", () => { jump.hidden = ns.scroll.atBottom(); }, { passive: true });
+  const showJump = () => { jump.hidden = ns.scroll.atBottom(); };
+  $("scroller").addEventListener("scroll", showJump, { passive: true });
+  // An edit or another version can shorten the thread to the bottom with no scroll event at all.
+  new ResizeObserver(showJump).observe(thread);
   jump.addEventListener("click", () => {
     // An instant jump: a smooth one aims at the height of the moment it starts, and text
     // streaming in meanwhile would leave the reader short of the bottom, no longer followed.

@@ -16,14 +16,29 @@
     return ms < 1000 ? Math.round(ms) + " ms" : (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + " s";
   }
 
+  /* A model's name for people, as the picker names it (a run names its pool). */
+  function modelName(id) {
+    const model = ((ns.page && ns.page.models) || []).find((m) => m.id === id);
+    return model ? model.display_name : id;
+  }
+
+  /* Microseconds since the epoch of an ISO 8601 time with up to 6 decimals (as the API writes them). */
+  function isoMicros(iso) {
+    const m = /^(.*?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(iso || "");
+    if (!m) return Date.parse(iso) * 1000;
+    return Date.parse(m[1] + m[3]) * 1000 + Number(((m[2] || "") + "000000").slice(0, 6));
+  }
+
   function statsNode(run, completionTokens) {
     const box = document.createElement("span");
     box.className = "stats";
-    box.append(span("stat-model", run.model));
+    box.append(span("stat-model", modelName(run.model)));
     const tokens = run.completion_tokens || completionTokens || 0;
     box.append(span("stat-tokens", tokens + (tokens === 1 ? " token" : " tokens")));
     if (run.ttft_ms != null) box.append(span("stat-ttft", formatMs(run.ttft_ms) + " to first token"));
-    if (run.tokens_per_second != null) box.append(span("stat-tps", run.tokens_per_second.toFixed(1) + " tok/s"));
+    // Decode speed from the mean gap between tokens, the figure the worker measures on the stream.
+    const tps = run.itl_ms > 0 ? 1000 / run.itl_ms : run.tokens_per_second;
+    if (tps != null) box.append(span("stat-tps", tps.toFixed(1) + " tok/s"));
     return box;
   }
 
@@ -36,6 +51,7 @@
       this.body = article.querySelector("[data-role=body]");
       this.foot = article.querySelector("[data-role=foot]");
       this.message = message || { id: Number(article.dataset.messageId), versions: null };
+      this.feedback = (message && message.feedback) || null;  // {rating, comment} its asker gave
       this.run = run;
       this.text = text || "";
       this.hooks = hooks;
@@ -147,7 +163,7 @@
     _done(d) {
       const status = d.finish_reason === "cancelled" ? "cancelled" : "completed";
       this.completionTokens = (d.usage && d.usage.completion_tokens) || this.completionTokens;
-      this.run = { ...this.run, finish_reason: d.finish_reason };
+      this.run = { ...this.run, ...this._measured(), finish_reason: d.finish_reason };
       this._settle(status);
       this.renderFoot();
       ns.announce("Reply " + (status === "cancelled" ? "stopped" : "finished") + ": " + this.body.textContent.slice(0, 600));
@@ -164,6 +180,17 @@
       this.run.error = (err.code || "error") + ": " + (err.message || "");
       this.renderFoot();
       this._pollStats(0);
+    }
+
+    /* The run's time to first token and gap between tokens, measured as the worker measures
+     * them (on the stream entries' times), when this page saw the stream from its start: the
+     * stats line then comes with the reply's end, and the saved figures fetched after agree. */
+    _measured() {
+      const s = this.stream;
+      if (!s || s.firstTokenMs == null || this.run.ttft_ms != null || !this.run.queued_at) return {};
+      const out = { ttft_ms: Math.max(0, Math.floor((s.firstTokenMs * 1000 - isoMicros(this.run.queued_at)) / 1000)) };
+      if (this.completionTokens > 1) out.itl_ms = (s.lastTokenMs - s.firstTokenMs) / (this.completionTokens - 1);
+      return out;
     }
 
     /* The run's figures are saved just after its terminal event; fetch them then.
@@ -183,6 +210,13 @@
     }
 
     get isLast() { return this.el === this.el.parentNode.lastElementChild; }
+
+    /* Edit the question this reply answers (its article is just above), to send it anew. */
+    _editQuestion() {
+      const asked = this.el.previousElementSibling;
+      const message = asked && asked.classList.contains("msg-user") && ns.msgs.get(Number(asked.dataset.messageId));
+      return message ? () => ns.turns.startEdit(asked, message, this.hooks) : null;
+    }
 
     renderFoot() {
       const run = this.run;
@@ -208,6 +242,7 @@
         more.addEventListener("click", () => this.hooks.onContinue(this));
         this.foot.append(more);
       }
+      if (run.status !== "failed") this.foot.append(...ns.feedback.buttons(this));
       const badge = run.status === "cancelled" ? "Stopped" : FINISH_BADGES[run.finish_reason];
       if (badge) this.foot.append(span("badge", badge));
       this.foot.append(statsNode(run, this.completionTokens));
@@ -216,7 +251,7 @@
         const message = (run.error || "").slice(code.length + 2);
         const info = ns.api.describeRunError({ code, message });
         if (!this.isLast) info.retry = false;
-        this.el.append(ns.notice(info, () => this.hooks.onRegenerate(this)));
+        this.el.append(ns.notice(info, () => this.hooks.onRegenerate(this), this.isLast ? this._editQuestion() : null));
       }
     }
   }

@@ -7,7 +7,9 @@
   const $ = (id) => document.getElementById(id);
   const dialog = $("settings-dialog"), form = $("settings-form"), error = $("settings-error");
   const system = $("setting-system"), temperature = $("setting-temperature"), maxTokens = $("setting-max-tokens");
-  let draft = { system_prompt: "", temperature: null, max_tokens: null };  // a new chat's
+  const page = JSON.parse($("page-data").textContent);
+  // A new chat's, starting from the person's default instructions (the settings page).
+  let draft = { system_prompt: page.default_instructions || "", temperature: null, max_tokens: null };
 
   const current = () => (ns.state.chat ? ns.state.chat : draft);
 

@@ -1,12 +1,12 @@
-/* The chat list (a drawer at phone width): search, older chats on scroll, what
- * other windows change; and the chat menu: rename, export, delete. */
+/* The chat list (a drawer at phone width): pinned chats first, search, older chats on
+ * scroll, what other windows change. The chat menu's actions are in chat-menu.js. */
 (function (ns) {
   "use strict";
 
   const $ = (id) => document.getElementById(id);
   const app = $("app"), sidebar = $("sidebar"), openBtn = $("sidebar-open"), scrim = app.querySelector(".scrim");
   const list = $("chat-list"), menu = $("chat-menu"), renameForm = $("rename-form"), renameInput = $("rename-input");
-  const deleteForm = $("delete-form"), dialog = $("delete-dialog");
+  const deleteForm = $("delete-form"), pinToggle = $("pin-toggle"), archiveToggle = $("archive-toggle");
   const searchBox = $("chat-search"), results = $("search-results"), more = $("chats-more");
   const narrow = matchMedia("(max-width: 820px)");
 
@@ -51,7 +51,10 @@
     return "Older";
   }
 
-  function groupList(label, atEnd) {
+  const GROUPS = ["Pinned", "Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Older"];
+
+  /* The list of a group, made in its place (Pinned first, then the dates, newest first) when missing. */
+  function groupList(label) {
     let group = list.querySelector('[data-group="' + label + '"]');
     if (!group) {
       group = document.createElement("section");
@@ -61,14 +64,33 @@
       heading.className = "group-label";
       heading.textContent = label;
       group.append(heading, document.createElement("ul"));
-      if (atEnd) list.insertBefore(group, more); else list.prepend(group);
+      const after = [...list.querySelectorAll("[data-group]")]
+        .find((g) => GROUPS.indexOf(g.dataset.group) > GROUPS.indexOf(label));
+      list.insertBefore(group, after || more);
       const none = $("chat-list-empty");
       if (none) none.remove();
     }
     return group.querySelector("ul");
   }
 
-  const todayList = () => groupList("Today", false);
+  const todayList = () => groupList("Today");
+
+  function unlist(li) {
+    const ul = li.parentNode;
+    li.remove();
+    if (ul && !ul.childElementCount) ul.parentNode.remove();
+  }
+
+  /* Where a chat belongs in the list after it was pinned, unpinned, archived or restored. */
+  function place(chat) {
+    const link = linkFor(chat), li = link.parentNode;
+    if (chat.archived_at) { unlist(li); return; }
+    const ul = chat.pinned_at ? groupList("Pinned") : groupList(groupLabel(chat.updated_at));
+    if (li.parentNode === ul) return;
+    const from = li.parentNode;
+    ul.prepend(li);
+    if (from && !from.childElementCount) from.parentNode.remove();
+  }
 
   function linkFor(chat) {
     let link = list.querySelector('[data-chat-link="' + chat.id + '"]');
@@ -84,17 +106,21 @@
     return link;
   }
 
-  /* Move a chat to the top of "Today" (it just changed). */
+  /* Move a chat to the top of "Today" (it just changed); a pinned one stays where it is. */
   function bump(link) {
     const li = link.parentNode, from = li.parentNode;
+    if (li.closest('[data-group="Pinned"]')) return;
     todayList().prepend(li);
     if (!from.childElementCount) from.parentNode.remove();
   }
 
   function setTitle(chat) {
     const title = chat.title || "Chat " + chat.id;
-    linkFor(chat).textContent = title;
+    if (!chat.archived_at) linkFor(chat).textContent = title;
     $("chat-title").textContent = title;
+    $("chat-title").toggleAttribute("data-archived", !!chat.archived_at);
+    pinToggle.textContent = chat.pinned_at ? "Unpin chat" : "Pin chat";
+    archiveToggle.textContent = chat.archived_at ? "Restore from the archive" : "Archive chat";
     renameInput.value = chat.title || "";
     document.title = title + " · chatsite";
   }
@@ -104,7 +130,7 @@
     list.querySelectorAll('[aria-current="page"]').forEach((a) => a.removeAttribute("aria-current"));
     const link = linkFor(chat);
     link.setAttribute("aria-current", "page");
-    bump(link);
+    if (chat.archived_at || chat.pinned_at) place(chat); else bump(link);
     renameForm.action = "/c/" + chat.id + "/rename";
     deleteForm.action = "/c/" + chat.id + "/delete";
     $("export-md").href = "/api/chats/" + chat.id + "/export.md";
@@ -124,11 +150,19 @@
       }
       return;
     }
+    if (ev.pinned !== undefined) { refiled(ev.chat); return; }  // pinned, archived or restored elsewhere
     const link = existing || linkFor({ id: ev.chat, title: ev.title });
     if (ev.title) link.textContent = ev.title;
     if (ev.type !== "chat.updated") bump(link);
     const mine = ns.state && ns.state.chat && ns.state.chat.id === ev.chat;
     if (mine && ev.title) { $("chat-title").textContent = ev.title; document.title = ev.title + " · chatsite"; }
+  }
+
+  async function refiled(id) {
+    const res = await ns.api.get("/api/chats/" + id + "/");
+    if (!res.ok) return;
+    place(res.data);
+    if (ns.state && ns.state.chat && ns.state.chat.id === id) { ns.state.chat = res.data; setTitle(res.data); }
   }
 
   /* ---- older chats, on scroll ------------------------------------------ */
@@ -149,7 +183,7 @@
       link.textContent = chat.title || "Chat " + chat.id;
       const li = document.createElement("li");
       li.append(link);
-      groupList(groupLabel(chat.updated_at), true).append(li);
+      groupList(groupLabel(chat.updated_at)).append(li);
     }
     nextUrl = res.data.next;
   }
@@ -214,38 +248,5 @@
     if (e.key === "Escape" && searchBox.value) { e.stopPropagation(); searchBox.value = ""; searchBox.dispatchEvent(new Event("input")); }
   });
 
-  /* ---- rename and delete ---------------------------------------------- */
-
-  document.addEventListener("click", (e) => {
-    if (menu.open && !menu.contains(e.target)) menu.open = false;
-  });
-  menu.querySelectorAll(".menu-link").forEach((a) => a.addEventListener("click", () => { menu.open = false; }));
-  menu.addEventListener("toggle", () => { if (menu.open) setTimeout(() => renameInput.focus(), 0); });
-
-  renameForm.addEventListener("submit", async (e) => {
-    const chat = ns.state && ns.state.chat;
-    if (!chat) return;
-    e.preventDefault();
-    const res = await ns.api.patch("/api/chats/" + chat.id + "/", { title: renameInput.value });
-    if (!res.ok) { ns.toast(ns.api.describe(res).text || "Could not rename the chat."); return; }
-    ns.state.chat = res.data;
-    setTitle(res.data);
-    menu.open = false;
-    menu.querySelector("summary").focus();
-    ns.announce("Chat renamed");
-  });
-
-  deleteForm.addEventListener("submit", (e) => {
-    if (!dialog.showModal) return;  // no <dialog>: the plain form posts
-    e.preventDefault();
-    menu.open = false;
-    dialog.returnValue = "";
-    dialog.showModal();
-  });
-  dialog.addEventListener("close", () => {
-    if (dialog.returnValue === "delete") { if (ns.state) ns.state.leaving = true; deleteForm.submit(); }
-    else menu.querySelector("summary").focus();
-  });
-
-  ns.sidebar = { adopt, setTitle, onEvent, loadMore, close: closeDrawer };
+  ns.sidebar = { adopt, setTitle, onEvent, loadMore, place, linkFor, close: closeDrawer };
 })(window.ChatUI = window.ChatUI || {});

@@ -29,6 +29,8 @@
       this.restarts = 0;
       this.timer = 0;
       this.state = "";
+      this.firstTokenMs = null;  // when the run's first token was written, if this stream saw it
+      this.lastTokenMs = null;
       this._online = () => this._reopenSoon(0);
       this._offline = () => this._goOffline();
     }
@@ -81,6 +83,11 @@
       if (d.seq + d.n <= this.have) return;
       if (d.seq > this.have && this.restarts < 2) { this.restarts++; this._restart(); return; }
       this.have = d.seq + d.n;
+      // A stream entry's id starts with the time Redis wrote it (ms): the run's figures are measured
+      // on those times, so the page can show them the moment the reply ends.
+      const ms = parseInt(e.lastEventId, 10);
+      if (d.seq === 0) this.firstTokenMs = ms;
+      this.lastTokenMs = ms;
       this.h.onToken(d.text);
     }
 

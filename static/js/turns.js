@@ -85,5 +85,5 @@
     area.setSelectionRange(area.value.length, area.value.length);
   }
 
-  ns.turns = { userArticle, renderUserFoot };
+  ns.turns = { userArticle, renderUserFoot, startEdit };
 })(window.ChatUI = window.ChatUI || {});

@@ -15,6 +15,8 @@
     copy: '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><rect x="8" y="8" width="12" height="12" rx="2.5" fill="none" stroke="currentColor" stroke-width="1.8"/><path d="M16 8V6.5A2.5 2.5 0 0 0 13.5 4h-7A2.5 2.5 0 0 0 4 6.5v7A2.5 2.5 0 0 0 6.5 16H8" fill="none" stroke="currentColor" stroke-width="1.8"/></svg>',
     regenerate: '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><path d="M20 11a8 8 0 1 0-2.3 5.7M20 5v6h-6" fill="none" stroke="currentColor" stroke-width="1.9" stroke-linecap="round" stroke-linejoin="round"/></svg>',
     edit: '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><path d="M4 20h4L19 9l-4-4L4 16v4zM13.5 6.5l4 4" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linejoin="round"/></svg>',
+    up: '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><path d="M7 10v10M7 10l4-7a2 2 0 0 1 2.8 1.9L13 9h5.3a2 2 0 0 1 2 2.4l-1.4 7A2 2 0 0 1 17 20H7H4V10h3z" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linejoin="round"/></svg>',
+    down: '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><path d="M17 14V4M17 14l-4 7a2 2 0 0 1-2.8-1.9L11 15H5.7a2 2 0 0 1-2-2.4l1.4-7A2 2 0 0 1 7 4h10h3v10h-3z" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linejoin="round"/></svg>',
     continue: '<svg viewBox="0 0 24 24" width="15" height="15" aria-hidden="true"><path d="M5 12h12M13 7l5 5-5 5" fill="none" stroke="currentColor" stroke-width="1.9" stroke-linecap="round" stroke-linejoin="round"/></svg>',
   };
 
@@ -64,8 +66,9 @@
     return nav;
   }
 
-  /* An error in words, with a Retry button (counting down Retry-After when given). */
-  function notice(info, onRetry) {
+  /* An error in words, with a Retry button (counting down Retry-After when given) and,
+   * with `onEdit`, an Edit button. */
+  function notice(info, onRetry, onEdit) {
     const box = document.createElement("div");
     box.className = "notice" + (info.tone === "warn" ? " warn" : "");
     box.setAttribute("role", "alert");
@@ -90,6 +93,16 @@
       a.href = "/login/?next=" + encodeURIComponent(location.pathname);
       a.textContent = "Sign in";
       actions.append(a);
+    }
+    if (onEdit) {
+      const btn = document.createElement("button");
+      btn.type = "button";
+      btn.className = "btn btn-small";
+      btn.dataset.action = "edit";
+      btn.textContent = "Edit";
+      btn.setAttribute("aria-label", "Edit this message");
+      btn.addEventListener("click", onEdit);
+      actions.append(btn);
     }
     if (info.retry && onRetry) {
       const btn = document.createElement("button");

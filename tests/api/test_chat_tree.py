@@ -110,6 +110,23 @@ def test_continue_appends_to_a_reply_cut_at_the_length_limit(client, chat):
     assert "length limit" in stopped["message"]
 
 
+def test_continue_keeps_to_the_chats_reply_length(client, chat):
+    """Continue after "Reached the length limit" generated the pool's default (~1,000 tokens
+    on the demo pools) when the chat's own reply length was 25."""
+    assert client.patch(f"/api/chats/{chat.pk}/", {"max_tokens": 25}, content_type=J).status_code == 200
+    first = send(client, chat.pk, "Tell me a long story")
+    assert GenerationRun.objects.get(pk=first["run"]["id"]).max_tokens == 25
+    finish(first["run"]["id"], "Once upon", reason="length")
+    reply_id = first["assistant_message"]["id"]
+    resp = client.post(f"/api/chats/{chat.pk}/messages/{reply_id}/continue", {}, content_type=J)
+    assert resp.status_code == 202, resp.content
+    assert resp.json()["run"]["max_tokens"] == 25
+    finish(resp.json()["run"]["id"], " a time", reason="length")
+    again = client.post(f"/api/chats/{chat.pk}/messages/{resp.json()['assistant_message']['id']}/continue",
+                        {"max_tokens": 7}, content_type=J)
+    assert again.json()["run"]["max_tokens"] == 7  # the client's own length still wins
+
+
 def test_chat_settings_are_saved_and_used_by_its_runs(client, pool):
     resp = client.post("/api/chats/", {"model": "flagship", "system_prompt": "Answer in French.",
                                        "temperature": 0.2, "max_tokens": 77}, content_type=J)
@@ -245,3 +262,32 @@ def test_a_message_after_a_path_end_answers_its_versions(client, chat):
     third = send(client, chat.pk, "three")
     assert third["user_message"]["versions"] == [second["user_message"]["id"], third["user_message"]["id"]]
     assert third["assistant_message"]["versions"] == [third["assistant_message"]["id"]]
+
+
+def test_pin_and_archive_a_chat(client, chat, tenant, user, pool):
+    other = ChatFactory(tenant=tenant, owner=user, pool=pool, title="Other")
+    chat.title = "Trip planning"
+    chat.save()
+    send(client, chat.pk, "Where should we stay in Lisbon?")
+    before = client.get(f"/api/chats/{chat.pk}/").json()
+    pinned = client.patch(f"/api/chats/{chat.pk}/", {"pinned": True}, content_type=J).json()
+    assert pinned["pinned_at"] and pinned["updated_at"] == before["updated_at"]  # its place by date is kept
+    listed = lambda q: [c["id"] for c in client.get(f"/api/chats/?listed=true{q}").json()["results"]]  # noqa: E731
+    assert listed("&pinned=true") == [chat.pk] and listed("&pinned=false") == [other.pk]
+
+    archived = client.patch(f"/api/chats/{chat.pk}/", {"archived": True}, content_type=J).json()
+    assert archived["archived_at"] and archived["pinned_at"] == pinned["pinned_at"]
+    assert listed("&archived=false") == [other.pk] and listed("&archived=true") == [chat.pk]
+    found = client.get("/api/chats/search/?q=Lisbon").json()["results"]
+    assert [c["id"] for c in found] == [chat.pk] and found[0]["archived_at"]  # search still finds it
+    assert client.get(f"/api/chats/{chat.pk}/").status_code == 200
+
+    assert_error(client.patch(f"/api/chats/{chat.pk}/", {"archived": "yes"}, content_type=J), 400, field="archived")
+    refused = client.patch(f"/api/chats/{chat.pk}/", {"archived": False, "temperature": 9}, content_type=J)
+    assert_error(refused, 400, field="temperature")
+    assert client.get(f"/api/chats/{chat.pk}/").json()["archived_at"]  # nothing changed
+    restored = client.patch(f"/api/chats/{chat.pk}/", {"archived": False, "pinned": False, "title": "Lisbon"},
+                            content_type=J).json()
+    assert (restored["archived_at"], restored["pinned_at"], restored["title"]) == (None, None, "Lisbon")
+    assert set(listed("&archived=false")) == {chat.pk, other.pk}
+    assert client.delete(f"/api/chats/{chat.pk}/").status_code == 409  # delete stays (once its reply is done)

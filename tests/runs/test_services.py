@@ -20,6 +20,18 @@ def test_submit_saves_messages_and_a_queued_run(chat):
     assert chat.title == "hello there"
 
 
+@pytest.mark.parametrize("content, title", [
+    ("How do I read a large CSV file in Python without loading it all into memory at once?",
+     "How do I read a large CSV file in Python without loading it…"),
+    ("  short\n\tone  ", "short one"),
+    ("x" * 100, "x" * 59 + "…"),
+])
+def test_a_chat_is_named_after_its_first_message_cut_at_a_word(chat, content, title):
+    run_submit(chat=chat, content=content)
+    chat.refresh_from_db()
+    assert chat.title == title and len(chat.title) <= 60
+
+
 def test_second_message_while_a_reply_is_generated_is_refused(chat):
     run_submit(chat=chat, content="one")
     with pytest.raises(Conflict):

@@ -49,3 +49,18 @@ def chat_page(context, live_url, web_user, fake_workers) -> ChatPage:
     page = ChatPage(context.new_page(), live_url)
     page.sign_in(web_user.username)
     return page
+
+
+# The browser sizes layout tests run at: a laptop, and a phone (touch, no hover).
+SIZES = {"desktop": {"viewport": {"width": 1280, "height": 800}},
+         "phone": {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True}}
+
+
+@pytest.fixture(params=list(SIZES))
+def sized_page(request, browser, live_url, web_user, fake_workers) -> ChatPage:
+    """chat_page at each of SIZES."""
+    ctx = browser.new_context(**SIZES[request.param])
+    page = ChatPage(ctx.new_page(), live_url)
+    page.sign_in(web_user.username)
+    yield page
+    ctx.close()

@@ -119,7 +119,7 @@ def test_keyboard_alone_with_visible_focus(chat_page: ChatPage):
     expect(page.get_by_label("Message", exact=True)).to_be_focused()  # ready to type on arrival
     page.locator(".skip-link").focus()
     order = []
-    for _ in range(11):
+    for _ in range(12):
         page.keyboard.press("Tab")
         order.append(page.evaluate("""() => { const el = document.activeElement;
             const name = (el.labels && el.labels[0] ? el.labels[0].textContent : '') || el.getAttribute('aria-label')
@@ -127,7 +127,7 @@ def test_keyboard_alone_with_visible_focus(chat_page: ChatPage):
             const style = getComputedStyle(el);
             return [name.trim(), el.tagName === 'TEXTAREA' || style.outlineStyle !== 'none']; }"""))
     names = [name for name, _ in order]
-    assert names[:6] == ["chatsite", "New chat", "Search chats", "Sign out", "Model", "Chat settings"], names
+    assert names[:7] == ["chatsite", "New chat", "Search chats", "Settings", "Sign out", "Model", "Chat settings"], names
     assert names[-1] == "Message", names  # after the four suggestions
     assert all(visible for _, visible in order), order
 

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from django.utils import timezone
+
+from chatsite.chats.models import Chat
+from chatsite.pools.demo import DEMO_POOLS
 from chatsite.pools.models import ModelPool
 from tests.web.pages import LONG_REPLY, ChatPage, expect
 from tests.web.seed import seed_chat
@@ -19,10 +23,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(not OUT, reason="set CHATSITE_SCREENSHOTS=docs/screenshots to take them")]
 
 
-def _shot(page, name: str) -> None:
+def _shot(page, name: str, full_page: bool = False) -> None:
     page.mouse.move(0, 0)
     page.wait_for_timeout(150)
-    page.screenshot(path=str(Path(OUT) / f"{name}.png"))
+    page.screenshot(path=str(Path(OUT) / f"{name}.png"), full_page=full_page)
 
 
 def _signed_in(browser, live_url, user, scheme="light", **viewport) -> ChatPage:
@@ -36,9 +40,12 @@ def _signed_in(browser, live_url, user, scheme="light", **viewport) -> ChatPage:
 
 def test_take_screenshots(browser, live_url, web_user, fake_workers):
     Path(OUT).mkdir(parents=True, exist_ok=True)
+    for name, spec in DEMO_POOLS.items():  # the names `make run` shows
+        ModelPool.objects.filter(name=name).update(display_name=spec["display_name"])
     pool = ModelPool.objects.get(name="flagship")
-    seed_chat(user=web_user, pool=pool, title="Sorting a dict by value",
-              turns=[("How do I sort a dict by its values?", "Use `sorted(d.items(), key=lambda kv: kv[1])`.")])
+    pinned = seed_chat(user=web_user, pool=pool, title="Sorting a dict by value",
+                       turns=[("How do I sort a dict by its values?", "Use `sorted(d.items(), key=lambda kv: kv[1])`.")])
+    Chat.objects.filter(pk=pinned.pk).update(pinned_at=timezone.now())
     done = seed_chat(user=web_user, pool=pool)
 
     login = browser.new_page(viewport={"width": 1280, "height": 800})
@@ -52,6 +59,10 @@ def test_take_screenshots(browser, live_url, web_user, fake_workers):
     chat.open_chat(done.pk)
     chat.page.wait_for_selector(".stats")
     _shot(chat.page, "finished-reply")
+    chat.page.get_by_role("button", name="Bad reply").click()
+    chat.page.get_by_label("Thanks. What was wrong with it? (optional)").fill("The second example skips the encoding.")
+    _shot(chat.page, "feedback")
+    chat.page.get_by_role("button", name="Skip").click()
 
     reply = chat.page.locator("article.msg-assistant").last
     first = int(reply.get_attribute("data-run-id"))
@@ -72,6 +83,12 @@ def test_take_screenshots(browser, live_url, web_user, fake_workers):
     _shot(chat.page, "settings")
     chat.page.get_by_role("button", name="Cancel").click()
 
+    box = chat.page.get_by_label("Message", exact=True)
+    box.fill("Summarise this log: " + "GET /api/chats/ 200 12ms\n" * 1400)
+    box.press("Enter")
+    _shot(chat.page, "length-limit")
+    box.fill("")
+
     chat.set_send_extra(LONG_REPLY)
     run_id = chat.send_for_new_run("And how do I write lines back to a file?")
     chat.wait_tokens(run_id, 45)
@@ -85,7 +102,21 @@ def test_take_screenshots(browser, live_url, web_user, fake_workers):
     chat.send("Can you show an example with writelines?")
     expect(chat.notice()).to_contain_text("The server is busy")
     _shot(chat.page, "error-retry")
+    chat.page.goto(live_url + "/c/987654321/")
+    _shot(chat.page, "not-found")
+    chat.page.goto(live_url + "/settings/")
+    chat.page.get_by_label("Name").fill("nightly batch")
+    chat.page.get_by_role("button", name="Create key").click()
+    expect(chat.page.locator("#key-secret-value")).to_contain_text("csk_")
+    _shot(chat.page, "user-settings", full_page=True)
     chat.page.context.close()
+
+    web_user.is_staff = web_user.is_superuser = True
+    web_user.save(update_fields=["is_staff", "is_superuser"])
+    ops = _signed_in(browser, live_url, web_user)
+    ops.page.goto(live_url + "/admin/operations/")
+    _shot(ops.page, "operations", full_page=True)
+    ops.page.context.close()
 
     dark = _signed_in(browser, live_url, web_user, scheme="dark")
     dark.open_chat(done.pk)
@@ -97,6 +128,9 @@ def test_take_screenshots(browser, live_url, web_user, fake_workers):
     phone.open_chat(done.pk)
     phone.page.wait_for_selector(".stats")
     _shot(phone.page, "phone")
+    phone.page.get_by_label("Chat options").click()
+    _shot(phone.page, "phone-menu")
+    phone.page.keyboard.press("Escape")
     phone.page.get_by_role("button", name="Show the chat list").click()
     phone.page.wait_for_timeout(300)
     _shot(phone.page, "phone-chat-list")

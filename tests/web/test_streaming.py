@@ -37,7 +37,7 @@ def test_send_streams_the_reply_token_by_token_and_it_equals_the_saved_message(c
     assert run.user_message.content == "First line\nsecond <b>line</b>"
     assert page.url == f"{live_url}/c/{run.chat_id}/"
     stats = chat_page.article(run_id).locator(".stats")
-    expect(stats).to_contain_text("small")
+    expect(stats).to_contain_text("Small")  # the model as the picker names it
     expect(stats).to_contain_text(f"{run.completion_tokens} tokens")
     expect(stats).to_contain_text("to first token")
     expect(stats).to_contain_text("tok/s")

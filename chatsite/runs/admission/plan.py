@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chatsite.chats.models import Chat, Message
-from chatsite.chats.services import MAX_SYSTEM_PROMPT_CHARS, chat_new, history_rows
+from chatsite.chats.services import chat_new, history_rows
 from chatsite.errors import InvalidInput, NotFound
 from chatsite.pools.selectors import allowed_pool_ids, pool_checked
 from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
@@ -21,7 +21,7 @@ from chatsite.runs.queues import TIERS
 from chatsite.runs.store import reads
 from chatsite.runs.store.queue import QueueCounts
 from chatsite.runs.validation import Sampling, clean_sampling
-from chatsite.text import clean_text
+from chatsite.text import MAX_SYSTEM_PROMPT_CHARS, clean_text
 
 # What a continued reply keeps of the first run's sampling. Not response_format: a
 # grammar restarted after the reply's first part would start a second JSON value.

@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from chatsite.chats import tree
 from chatsite.chats.models import Message
-from chatsite.chats.services import chat_title_from
+from chatsite.chats.titles import auto_title
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
 from chatsite.runs.admission.ask import UNSET, Ask, Send
@@ -98,7 +98,7 @@ def runs(plan: Plan, ask: Ask, asked: Message, replies: list[Message], reservati
     """Write the turn's runs, and the chat's new path end, title and update time along."""
     chat, sampling = plan.chat, plan.sampling
     if not chat.title and isinstance(ask.turn, Send):
-        chat.title = chat_title_from(plan.content)
+        chat.title = auto_title(plan.content)
     chat.current_leaf = replies[0]
     chat.updated_at = timezone.now()
     run_sampling = {**sampling.as_run_sampling(), **ask.run_sampling}
