@@ -243,7 +243,7 @@ class PlatformArm:
                  server: str = "daphne"):
         self.prompts = prompts
         self.worker_slots = worker_slots
-        self.server = server  # the web's ASGI server (chatsite/web_server.py)
+        self.server = server  # the web's ASGI server (chatsite/edge/web_server.py)
         self.stack = Stack(db_name=db_name, root=root)
 
     def start(self) -> None:

@@ -295,13 +295,15 @@ def server_args(kind: str, app: str, port: int) -> list[str]:
 
 def web_args(kind: str, port: int, root: Path = ROOT) -> list[str]:
     """The arguments after `python` that serve the platform's web on 127.0.0.1:`port` as the
-    Procfile does (chatsite/web_server.py: its access log on, under either server); for
+    Procfile does (chatsite/edge/web_server.py: its access log on, under either server); for
     code from before that launcher (`root`, a base worktree), the servers' own commands."""
     if kind not in ("daphne", "uvicorn"):
         raise ValueError(f"server must be daphne or uvicorn, not {kind!r}")
-    if not (Path(root) / "chatsite" / "web_server.py").exists():
-        return server_args(kind, "chatsite.asgi:application", port)
-    return ["-m", "chatsite.web_server", "--server", kind, "--host", "127.0.0.1", "--port", str(port)]
+    for launcher in ("edge/web_server.py", "web_server.py"):  # where it lives, and where it lived
+        if (Path(root) / "chatsite" / launcher).exists():
+            module = "chatsite." + launcher.removesuffix(".py").replace("/", ".")
+            return ["-m", module, "--server", kind, "--host", "127.0.0.1", "--port", str(port)]
+    return server_args(kind, "chatsite.asgi:application", port)
 
 
 def free_port() -> int:

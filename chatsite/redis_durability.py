@@ -6,7 +6,7 @@ runs then fail with a gap, or restart). With AOF (appendonly yes, appendfsync
 everysec, as scripts/services.sh starts it) a restart loses at most about a
 second of entries; with RDB snapshots only, everything since the last one.
 
-The web (chatsite/asgi.py) and the workers (workers/bootstep.py) check at start
+The web (chatsite/edge/asgi.py) and the workers (workers/bootstep.py) check at start
 and warn in the log; /healthz and /metrics (`chatsite_redis_persistent`) say so.
 """
 import logging

@@ -66,7 +66,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "chatsite.urls"
-ASGI_APPLICATION = "chatsite.asgi.application"
+ASGI_APPLICATION = "chatsite.edge.asgi.application"
 WSGI_APPLICATION = None
 
 TEMPLATES = [
@@ -99,7 +99,7 @@ DATABASES["default"]["OPTIONS"] = {
 }
 # Parameters bound by the server (Django's default binds them on the client, which
 # cannot prepare), so that a pooled connection keeps the hot path's statements prepared
-# (chatsite/pg_backend: only those marked with rows.prepared). DATABASE_PREPARED=off binds
+# (chatsite/runs/store/backend/: only those marked with rows.prepared). DATABASE_PREPARED=off binds
 # on the client, as Django does, for a pooler in transaction mode (pgbouncer < 1.21).
 if os.environ.get("DATABASE_PREPARED", "on") != "off":
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
@@ -107,18 +107,18 @@ if os.environ.get("DATABASE_PREPARED", "on") != "off":
 # request borrows a live connection instead of forking a Postgres backend. It waits up
 # to DATABASE_POOL_TIMEOUT seconds for one, then fails with 503 + Retry-After. A web
 # process's request threads hold a connection only while they run a hop, at most
-# CHATSITE_WEB_RUNNING_THREADS at once (chatsite/asgi_handler.py), plus the stream
+# CHATSITE_WEB_THREADS at once (chatsite/edge/gate.py), plus the stream
 # endpoint's one thread; a worker's, one per run being claimed or finalized (Procfile: 24
 # for the web, 8 per worker).
 # After a Postgres restart every idle connection is dead: the checkout check
-# (chatsite/db_pool.py) replaces them all as soon as one fails, instead of a request
+# (chatsite/runs/store/backend/checkout.py) replaces them all as soon as one fails, instead of a request
 # walking through them one backoff (1 s, 2 s, ...) at a time; reconnect_timeout caps
 # the backoff of a reconnection (psycopg_pool's default is 5 minutes).
 # DATABASE_POOL_MAX=0 (the default: tests, management commands) means no pool: one
 # connection per request, closed after.
 _POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX", "0"))
 if _POOL_MAX > 0:
-    DATABASES["default"]["ENGINE"] = "chatsite.pg_backend"  # Django's, with the checkout check above
+    DATABASES["default"]["ENGINE"] = "chatsite.runs.store.backend"  # Django's, with the checkout check above
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1, "max_size": _POOL_MAX, "max_idle": 60, "reconnect_timeout": 5,
         "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3"))}
@@ -210,13 +210,11 @@ CHATSITE = {
     "AFFINITY_MAX_WAITING": int(os.environ.get("CHATSITE_AFFINITY_MAX_WAITING", "4")),
     # Optional bearer token required to scrape /metrics.
     "METRICS_TOKEN": os.environ.get("CHATSITE_METRICS_TOKEN", ""),
-    # A web process's request threads inside a hop at once, and of those the ones running
-    # Python rather than waiting for Postgres (chatsite/turns.py): the others wait their turn,
-    # asleep, instead of taking the GIL from the event loop that streams every run. Raise the
-    # first when the database is far away (round trips, not the CPU, then bound a request);
-    # 0: no limit (Django's way).
-    "WEB_STARTED_THREADS": int(os.environ.get("CHATSITE_WEB_STARTED_THREADS", "2")),
-    "WEB_RUNNING_THREADS": int(os.environ.get("CHATSITE_WEB_RUNNING_THREADS", "2")),
+    # A web process's request threads running a hop at once (chatsite/edge/gate.py): the others
+    # wait their turn, asleep, instead of taking the GIL from the event loop that streams every
+    # run. Raise it when the database is far away (round trips, not the CPU, then bound a
+    # request); 0: no limit (Django's way).
+    "WEB_THREADS": int(os.environ.get("CHATSITE_WEB_THREADS", "2")),
 }
 
 # --- security: sign-in throttling, proxies, SSE limits, revocation, /metrics --

@@ -120,7 +120,7 @@ fi
 step "6) one reply from $POOL on $WEIGHTS"
 if [ $DRY = 1 ]; then skip "--dry-run (starts no engine)"; else
   PORT=${CHATSITE_PORT:-8765}
-  .venv/bin/python -m chatsite.web_server --host 127.0.0.1 --port "$PORT" >"$LOG/web.log" 2>&1 & WEB=$!
+  .venv/bin/python -m chatsite.edge.web_server --host 127.0.0.1 --port "$PORT" >"$LOG/web.log" 2>&1 & WEB=$!
   .venv/bin/celery -A chatsite worker --model-pool "$POOL" -n "$POOL-gpu-check@%h" -l info >"$LOG/worker.log" 2>&1 & WORKER=$!
   trap 'kill $WEB $WORKER 2>/dev/null || true; wait $WEB $WORKER 2>/dev/null || true' EXIT
   for _ in $(seq 1 120); do  # an engine loads in ~40 s on a CPU, minutes for large weights on a GPU

@@ -49,7 +49,7 @@ def uvicorn_url(stack_env):
 
 @pytest.fixture(params=["daphne", "uvicorn"])
 def web_url(request):
-    """The web under each server the launcher offers (chatsite/web_server.py)."""
+    """The web under each server the launcher offers (chatsite/edge/web_server.py)."""
     return request.getfixturevalue("live_url" if request.param == "daphne" else "uvicorn_url")
 
 

@@ -114,7 +114,7 @@ def launch_web(env: dict, *, host: str = "127.0.0.1", port: int | None = None, n
     (wait_for_web waits): processes launched together boot side by side."""
     env = {"DATABASE_POOL_MAX": "24", **env}  # the web runs with a connection pool, as the Procfile starts it
     port = port or free_port()
-    proc = Proc(name or f"web-{port}", in_netns(netns, [sys.executable, "-m", "chatsite.web_server", "--server", server,
+    proc = Proc(name or f"web-{port}", in_netns(netns, [sys.executable, "-m", "chatsite.edge.web_server", "--server", server,
                                                        "--host", host, "--port", str(port)]), env)
     proc.url = f"http://{host}:{port}"
     return proc

@@ -1,7 +1,7 @@
 """Documentation-only view of GET /api/runs/{id}/events.
 
 The endpoint is the plain ASGI app chatsite.runs.events_app.run_events,
-routed in chatsite/asgi.py before Django; this view only carries its OpenAPI
+routed in chatsite/edge/asgi.py before Django; this view only carries its OpenAPI
 description (added by chatsite.api.openapi.add_documented_endpoints) and is never
 routed."""
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema

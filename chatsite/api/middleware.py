@@ -37,7 +37,7 @@ def _message(request, response) -> tuple[str, str]:
 class ApiErrorMiddleware:
     sync_capable = True
     async_capable = True
-    hooks_only = True  # its whole behaviour is the two hooks below (chatsite/asgi_handler.FlatMiddleware)
+    hooks_only = True  # its whole behaviour is the two hooks below (chatsite/edge/handler.FlatMiddleware)
 
     def __init__(self, get_response):
         self.get_response = get_response

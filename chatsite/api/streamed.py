@@ -18,7 +18,7 @@ from chatsite.errors import InvalidInput, ServiceError
 from chatsite.runs import sse
 from chatsite.runs.access import grant_of
 from chatsite.runs.outlet import Outlet, closing_after
-from chatsite.sse_response import SseResponse
+from chatsite.edge.sse import SseResponse
 
 
 def wants_stream(data: dict) -> bool:

@@ -5,7 +5,7 @@ from chatsite.api import views_account, views_chats, views_feedback, views_messa
 
 MESSAGE = "chats/<int:chat_id>/messages/<int:message_id>/"
 
-# GET /api/runs/{id}/events is the Channels consumer routed in chatsite/asgi.py.
+# GET /api/runs/{id}/events is the Channels consumer routed in chatsite/edge/asgi.py.
 urlpatterns = [
     path("chats/", views_chats.ChatListView.as_view()),
     path("chats/search/", views_chats.ChatSearchView.as_view()),

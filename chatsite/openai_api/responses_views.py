@@ -29,7 +29,7 @@ from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import log as stream_log
 from chatsite.runs.stream.finished import finished_entries
 from chatsite.runs.stream.follow import follow
-from chatsite.sse_response import SseResponse
+from chatsite.edge.sse import SseResponse
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
 from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.stream import codec
-from chatsite.sse_response import SseResponse
+from chatsite.edge.sse import SseResponse
 
 log = logging.getLogger(__name__)
 

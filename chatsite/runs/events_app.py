@@ -60,7 +60,7 @@ async def _error(send, status: int, code: str, message: str, headers=(), retry_a
 
 
 async def run_events(scope, receive, send) -> None:
-    """The ASGI app (routed in chatsite/asgi.py, with `url_route` kwargs run_id)."""
+    """The ASGI app (routed in chatsite/edge/asgi.py, with `url_route` kwargs run_id)."""
     if scope["type"] != "http":
         return
     serving = asyncio.create_task(_serve(scope, send))

@@ -20,7 +20,7 @@ def current_request():
 
 class RequestContextMiddleware(MiddlewareMixin):
     """Hooks only, so that the ASGI handler can run them in its hops
-    (chatsite/asgi_handler.py); the request is visible from process_request on, in the
+    (chatsite/edge/handler.py); the request is visible from process_request on, in the
     request's context (asgiref carries a variable set in a thread hop back to the event
     loop's task, where an async view runs)."""
 

@@ -18,7 +18,7 @@ from chatsite.errors import NotFound, ServiceError
 from chatsite.runs import sse
 from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.stream import codec
-from chatsite.sse_response import SseResponse
+from chatsite.edge.sse import SseResponse
 from chatsite.tenancy.revocation import Grant, session_credential
 from chatsite.tenancy.selectors import tenant_for_request
 

@@ -9,7 +9,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 pytestmark = pytest.mark.django_db
 
-CONSUMER_PATHS = {"/api/runs/{run_id}/events"}  # routed in chatsite/asgi.py, not in the URLconf
+CONSUMER_PATHS = {"/api/runs/{run_id}/events"}  # routed in chatsite/edge/asgi.py, not in the URLconf
 NOT_IN_SCHEMA = {"/api/schema/", "/api/docs/"}
 
 

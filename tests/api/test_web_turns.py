@@ -1,4 +1,4 @@
-"""A web process runs at most WEB_RUNNING_THREADS request threads at once (the others wait
+"""A web process runs at most WEB_THREADS request threads at once (the others wait
 their turn), and a thread waiting for its turn holds no pooled database connection: more
 /v1 streams than the pool has connections all complete, since each stream's connection
 went back to the pool when its admission's hop ended, not when its response closed."""
@@ -24,7 +24,7 @@ def _stream(url: str, key: str, out: list, i: int) -> None:
 
 def test_more_v1_streams_than_pooled_connections_all_complete(stack_env, fake_workers, pool, api_key):
     proc, url = stack.start_web({**stack_env, "DATABASE_POOL_MAX": str(POOL), "DATABASE_POOL_TIMEOUT": "3",
-                                 "CHATSITE_WEB_RUNNING_THREADS": "2"})
+                                 "CHATSITE_WEB_THREADS": "2"})
     try:
         out: list = [None] * STREAMS
         threads = [threading.Thread(target=_stream, args=(url, api_key, out, i)) for i in range(STREAMS)]

@@ -53,7 +53,7 @@ if package == "chatsite":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings_test")
     import django
     django.setup()
-skip = {"chatsite.asgi", "chatsite.settings_production"}  # asgi checks a live Redis; production needs its env
+skip = {"chatsite.edge.asgi", "chatsite.settings_production"}  # asgi checks a live Redis; production needs its env
 for info in pkgutil.walk_packages([package], prefix=package + "."):
     if info.name not in skip and ".migrations." not in info.name:
         importlib.import_module(info.name)

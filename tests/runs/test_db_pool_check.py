@@ -1,4 +1,4 @@
-"""The pooled connection's checkout check (chatsite/db_pool.py): no round trip for a
+"""The pooled connection's checkout check (chatsite/runs/store/backend/checkout.py): no round trip for a
 quiet connection checked a moment ago; a round trip again once it has been idle; and a
 connection the server dropped fails at once, whenever it was last checked."""
 import time
@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from psycopg_pool import ConnectionPool
 
-from chatsite import db_pool
+from chatsite.runs.store.backend import checkout as db_pool
 
 
 def _connect():

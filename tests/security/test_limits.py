@@ -14,7 +14,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from chatsite.body_limit import BodyLimit
+from chatsite.edge.body_limit import BodyLimit
 from tests import stack
 from tests.security.helpers import OpenStream, open_run
 

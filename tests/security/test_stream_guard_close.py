@@ -73,7 +73,7 @@ def test_an_sse_response_closes_its_body_when_the_client_hangs_up_during_a_send(
     itself, so the body's `finally` (a slot given back, a hub subscription ended) runs then."""
     from django.core.handlers.asgi import ASGIHandler
 
-    from chatsite.sse_response import SseResponse
+    from chatsite.edge.sse import SseResponse
 
     closed = []
 

@@ -1,5 +1,5 @@
 """The ASGI handler serves a sync view's request in one thread hop, through the same
-middleware (chatsite/asgi_handler.py), and an async view's middleware in two hops
+middleware (chatsite/edge/handler.py), and an async view's middleware in two hops
 around the view, which runs on the event loop."""
 import asyncio
 import json
@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from asgiref.testing import ApplicationCommunicator
 
-from chatsite.asgi_handler import OneHopASGIHandler
+from chatsite.edge.handler import OneHopASGIHandler
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,13 +72,13 @@ def _every_url_is(monkeypatch, view) -> None:
     """The handler resolves every path to `view` (an async view of the test's)."""
     from django.urls import ResolverMatch
 
-    from chatsite import asgi_handler
+    from chatsite.edge import handler
 
     class Resolver:
         def resolve(self, path):
             return ResolverMatch(view, (), {}, route=path)
 
-    monkeypatch.setattr(asgi_handler, "get_resolver", lambda urlconf=None: Resolver())
+    monkeypatch.setattr(handler, "get_resolver", lambda urlconf=None: Resolver())
 
 
 def _middleware_hops(hops) -> list[str]:
@@ -195,9 +195,9 @@ def test_a_request_runs_on_one_leased_thread_and_the_next_request_reuses_it():
 
 
 def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
-    from chatsite import asgi_handler
+    from chatsite.edge import handler
 
-    monkeypatch.setattr(asgi_handler, "IDLE_THREADS_KEPT", 2)
+    monkeypatch.setattr(handler, "IDLE_THREADS_KEPT", 2)
 
     async def run():
         handler = OneHopASGIHandler()
@@ -210,13 +210,13 @@ def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
 
 def _most_hops_at_once(monkeypatch, limit: int, requests: int = 5) -> int:
     """The most sync-view hops running at once while `requests` GET /login/ together,
-    each hop held 0.1 s, with WEB_RUNNING_THREADS = limit."""
+    each hop held 0.1 s, with WEB_THREADS = limit."""
     import threading
     import time
 
     from django.conf import settings
 
-    monkeypatch.setitem(settings.CHATSITE, "WEB_RUNNING_THREADS", limit)
+    monkeypatch.setitem(settings.CHATSITE, "WEB_THREADS", limit)
     lock, running, most = threading.Lock(), [0], [0]
     original = OneHopASGIHandler._sync_request
 
@@ -257,7 +257,7 @@ def _api_call_hops(monkeypatch, response_for) -> tuple[int, bytes, list[str]]:
 
 
 def _streamed():
-    from chatsite.sse_response import SseResponse
+    from chatsite.edge.sse import SseResponse
 
     async def body():
         yield b"data: one\n\n"
@@ -306,7 +306,7 @@ def test_signals_hop_while_a_database_connection_is_open():
     from django.core import signals
     from django.db import connection
 
-    from chatsite.request_signals import signal_inline
+    from chatsite.edge.signals import signal_inline
 
     connection.close()
     assert signal_inline(signals.request_finished, OneHopASGIHandler)

@@ -1,4 +1,4 @@
-"""The web under uvicorn (chatsite/web_server.py, CHATSITE_WEB_SERVER=uvicorn): the same
+"""The web under uvicorn (chatsite/edge/web_server.py, CHATSITE_WEB_SERVER=uvicorn): the same
 product as under daphne. The body limit and the access log's redaction are checked for
 both servers in tests/security; here, a reply streamed through each surface, and a
 SIGTERM that ends uvicorn's open streams within its grace period, after which the
@@ -24,7 +24,7 @@ GRACE_SECONDS = 2
 
 
 def test_an_unknown_server_is_refused_by_name():
-    done = subprocess.run([sys.executable, "-m", "chatsite.web_server", "--server", "gunicorn"],
+    done = subprocess.run([sys.executable, "-m", "chatsite.edge.web_server", "--server", "gunicorn"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "must be one of daphne, uvicorn, not 'gunicorn'" in done.stderr

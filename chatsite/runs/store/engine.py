@@ -66,7 +66,7 @@ PREPARED: set[str] = set()
 
 
 def prepared(sql: str) -> str:
-    """`sql`, marked to be kept prepared by a pooled connection (chatsite/pg_backend):
+    """`sql`, marked to be kept prepared by a pooled connection (chatsite/runs/store/backend/):
     parsed and planned once per connection instead of on every call. Only for statements
     whose best plan is the same whatever the parameters (a row by its key, an INSERT):
     a prepared statement may run with one generic plan, and for a lookup on a skewed

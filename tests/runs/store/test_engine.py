@@ -3,7 +3,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from chatsite.pg_backend.base import DatabaseWrapper
+from chatsite.runs.store.backend.base import DatabaseWrapper
 from chatsite.runs.store import engine
 
 pytestmark = pytest.mark.django_db

@@ -1,12 +1,12 @@
 """Refuse a request body past DATA_UPLOAD_MAX_MEMORY_SIZE with 413 before anyone
 stores it.
 
-`BodyLimit` is the outermost ASGI layer (chatsite/asgi.py): a Content-Length past
+`BodyLimit` is the outermost ASGI layer (chatsite/edge/asgi.py): a Content-Length past
 the limit is answered at once, without calling the application; a body without
 one (chunked) is counted as it arrives and cut off at the limit, so Django never
 spools it to a temporary file. Under daphne the body arrives even earlier, in
 Twisted, which would buffer it whole before the application sees the request:
-chatsite.daphne_edge applies the same limit there, with the same answer.
+chatsite.edge.daphne_server applies the same limit there, with the same answer.
 """
 import json
 

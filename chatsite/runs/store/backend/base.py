@@ -1,8 +1,8 @@
 from django.db.backends.postgresql import base
 
-from chatsite.db_pool import check_pooled_connection
+from chatsite.runs.store.backend.checkout import check_pooled_connection
 from chatsite.runs.store.engine import PREPARED
-from chatsite.turns import TurnYieldingConnection, TurnYieldingPool
+from psycopg_pool import ConnectionPool
 
 # psycopg prepares a statement once it ran this many times on a connection; None would
 # turn explicit preparation off too, so "never by count": only the statements asked for.
@@ -36,8 +36,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.alias not in self._connection_pools:
             connect_kwargs = self.get_connection_params()
             connect_kwargs["autocommit"] = True  # as Django's: it sets the mode later
-            pool = TurnYieldingPool(kwargs=connect_kwargs, open=False, configure=self._configure_connection,
-                                  connection_class=TurnYieldingConnection,
+            pool = ConnectionPool(kwargs=connect_kwargs, open=False, configure=self._configure_connection,
                                   check=check_pooled_connection, **options)
             self._connection_pools.setdefault(self.alias, pool)
         return self._connection_pools[self.alias]

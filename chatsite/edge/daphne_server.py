@@ -1,11 +1,11 @@
-"""Two things only the server can do, for daphne (installed by chatsite/asgi.py).
+"""Two things only the server can do, for daphne (installed by chatsite/edge/asgi.py).
 
 1. Refuse an oversized body before it is stored. Twisted reads a request's whole
    body (into a temporary file past 100 kB) before daphne hands the request to
    the application, so no ASGI layer can stop it. `LimitedWebRequest` checks the
    Content-Length as soon as the headers are in, and counts a chunked body as it
    arrives; past DATA_UPLOAD_MAX_MEMORY_SIZE it answers 413 (the body of
-   chatsite.body_limit), closes its side, and discards whatever the client still
+   chatsite.edge.body_limit), closes its side, and discards whatever the client still
    sends for up to LINGER_SECONDS (closing at once would reset the connection and
    the client might never read the 413).
 2. Keep secrets out of the access log: daphne writes every request's URL there,
@@ -23,7 +23,7 @@ import daphne.http_protocol
 from daphne.access import AccessLogGenerator
 from twisted.internet import reactor
 
-from chatsite.body_limit import body_limit, too_large_response
+from chatsite.edge.body_limit import body_limit, too_large_response
 from chatsite.logging_filters import redact
 
 log = logging.getLogger(__name__)

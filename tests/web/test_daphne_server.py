@@ -1,4 +1,4 @@
-"""daphne's requests (chatsite/daphne_edge.py): the body goes to the app as it came;
+"""daphne's requests (chatsite/edge/daphne_server.py): the body goes to the app as it came;
 Twisted does not parse a POST's form or multipart body on the way (daphne never reads
 what it would make of it, and the app parses the body itself)."""
 import io
@@ -6,7 +6,7 @@ import io
 from twisted.web import http
 from twisted.web.test.requesthelper import DummyChannel
 
-from chatsite.daphne_edge import LimitedWebRequest
+from chatsite.edge.daphne_server import LimitedWebRequest
 
 
 def _received(monkeypatch, content_type: bytes, body: bytes):

@@ -1,12 +1,12 @@
-"""Serve the web: `python -m chatsite.web_server` (what the Procfile, compose and
+"""Serve the web: `python -m chatsite.edge.web_server` (what the Procfile, compose and
 Kubernetes start).
 
 CHATSITE_WEB_SERVER picks the ASGI server, with the same application either way:
-- `daphne` (the default): chatsite/daphne_edge.py refuses an oversized body inside
+- `daphne` (the default): chatsite/edge/daphne_server.py refuses an oversized body inside
   Twisted and keeps tokens out of daphne's access log;
 - `uvicorn` (uvloop and httptools): an operator's choice that spends less of the web's
   CPU per SSE frame and per request (bench/out/RESULTS.md). The body limit is the ASGI
-  layer's (chatsite/body_limit.py: uvicorn hands the body over as it arrives), the
+  layer's (chatsite/edge/body_limit.py: uvicorn hands the body over as it arrives), the
   access log is redacted by chatsite.logging_filters.RedactArgs, X-Forwarded-For is left
   to the application (CHATSITE["TRUSTED_PROXIES"]), and on SIGTERM open streams get
   CHATSITE_WEB_GRACE_SECONDS to end before they are closed (their clients resume with
@@ -19,7 +19,7 @@ import copy
 import os
 import sys
 
-APP = "chatsite.asgi:application"
+APP = "chatsite.edge.asgi:application"
 SERVERS = ("daphne", "uvicorn")
 GRACE_SECONDS = 10
 
@@ -48,7 +48,7 @@ def uvicorn_options(host: str, port: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m chatsite.web_server", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m chatsite.edge.web_server", description=__doc__.splitlines()[0])
     ap.add_argument("--server", default=os.environ.get("CHATSITE_WEB_SERVER", "daphne") or "daphne")
     ap.add_argument("--host", default=os.environ.get("CHATSITE_HOST", "127.0.0.1"))
     ap.add_argument("--port", type=int, default=int(os.environ.get("CHATSITE_PORT", "8000")))

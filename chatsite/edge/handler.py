@@ -22,12 +22,10 @@ started a thread for it and another to join it at the end, two thread starts per
 request. Here a request leases a one-thread executor from a free list and gives it
 back when it ends: the same one thread per request, started once.
 
-At most WEB_STARTED_THREADS of those threads are inside a hop at once and
-WEB_RUNNING_THREADS of them run Python (`RunningGate`, with chatsite/turns.py); the
-others wait for a turn, first come first served, asleep, and a thread waiting for
-Postgres gives its turn up meanwhile. No database transaction spans
-two hops, and a hop gives its pooled connection back when it ends, so a thread waiting
-to start a hop holds nothing a running one could wait for.
+At most WEB_THREADS of those threads run a hop at once (chatsite/edge/gate.py); the
+others wait, first come first served, asleep. No database transaction spans two hops,
+and a hop gives its pooled connection back when it ends, so a thread waiting to start a
+hop holds nothing a running one could wait for.
 """
 import asyncio
 import functools
@@ -48,8 +46,8 @@ from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
 from chatsite import stage_trace
-from chatsite.request_signals import send_signal, signal_inline
-from chatsite.turns import Hops
+from chatsite.edge.signals import send_signal, signal_inline
+from chatsite.edge.gate import Gate
 
 
 # Middleware whose hooks read and write only the request and the response (headers,
@@ -73,15 +71,15 @@ INLINE_SAFE = frozenset({
 IDLE_THREADS_KEPT = 64
 
 
-class _InTurnExecutor(ThreadPoolExecutor):
-    """A one-thread executor whose every call runs in `hops` (chatsite/turns.py)."""
+class _GatedExecutor(ThreadPoolExecutor):
+    """A one-thread executor whose every call runs in a place of `gate`."""
 
-    def __init__(self, hops: Hops):
+    def __init__(self, gate: Gate):
         super().__init__(max_workers=1, thread_name_prefix="request")
-        self._hops = hops
+        self._gate = gate
 
     def submit(self, fn, /, *args, **kwargs):
-        return super().submit(self._hops.run, _hop, fn, *args, **kwargs)
+        return super().submit(self._gate.run, _hop, fn, *args, **kwargs)
 
 
 def _hop(fn, *args, **kwargs):
@@ -92,18 +90,17 @@ def _hop(fn, *args, **kwargs):
 
 
 class RunningGate:
-    """At most `started` request threads inside a hop (0: no bound) and `running` of them
-    running Python (0: no bound on either): `executor()` makes the one-thread executors
-    whose calls wait their turn."""
+    """At most `limit` request threads running a hop at once (0: no bound, Django's way):
+    `executor()` makes the one-thread executors whose calls wait for a place."""
 
-    def __init__(self, started: int, running: int):
-        self._hops = Hops(started, running) if running > 0 else None
+    def __init__(self, limit: int):
+        self._gate = Gate(limit) if limit > 0 else None
 
     def executor(self) -> ThreadPoolExecutor:
-        """A one-thread executor for one request at a time, its calls in turns."""
-        if self._hops is None:
+        """A one-thread executor for one request at a time, its calls in the gate."""
+        if self._gate is None:
             return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
-        return _InTurnExecutor(self._hops)
+        return _GatedExecutor(self._gate)
 
 
 def _give_back_pooled_connections() -> None:
@@ -233,7 +230,7 @@ class OneHopASGIHandler(ASGIHandler):
     def __init__(self):
         super().__init__()
         self._idle_threads: list[ThreadPoolExecutor] = []  # one-thread executors no request holds
-        self._gate = RunningGate(settings.CHATSITE["WEB_STARTED_THREADS"], settings.CHATSITE["WEB_RUNNING_THREADS"])
+        self._gate = RunningGate(settings.CHATSITE["WEB_THREADS"])
         self._sync = BaseHandler()
         self._sync.load_middleware(is_async=False)
         try:
@@ -268,7 +265,7 @@ class OneHopASGIHandler(ASGIHandler):
         request, a streamed response's close and a request Django cannot build keep Django's
         steps; so do a client's disconnect (the view's task cancelled) and its signal; but
         their request_started and request_finished run on the event loop when no receiver
-        reaches anything from there (chatsite.request_signals), two hops fewer a /v1 call."""
+        reaches anything from there (chatsite.edge.signals), two hops fewer a /v1 call."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -325,7 +322,7 @@ class OneHopASGIHandler(ASGIHandler):
 
     async def _close(self, response) -> None:
         """response.close() (request_finished): on the event loop when its receivers reach
-        nothing there (chatsite.request_signals), else in the request's thread, as Django."""
+        nothing there (chatsite.edge.signals), else in the request's thread, as Django."""
         if signal_inline(signals.request_finished, self.__class__):
             response.close()
         else:

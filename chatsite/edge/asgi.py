@@ -1,5 +1,5 @@
-"""ASGI entry point (daphne, or uvicorn: chatsite/web_server.py): Django views, plus the
-run events' SSE app, behind the body limit (chatsite/body_limit.py)."""
+"""ASGI entry point (daphne, or uvicorn: chatsite/edge/web_server.py): Django views, plus the
+run events' SSE app, behind the body limit (chatsite/edge/body_limit.py)."""
 import gc
 import os
 import sys
@@ -9,18 +9,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from chatsite.asgi_handler import get_asgi_application  # noqa: E402
+from chatsite.edge.handler import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()  # a sync view's request in one thread hop
 
 from chatsite import redis_durability  # noqa: E402
-from chatsite.body_limit import BodyLimit  # noqa: E402
+from chatsite.edge.body_limit import BodyLimit  # noqa: E402
 from chatsite.runs.events_app import run_events as events  # noqa: E402
 
 if "daphne.server" in sys.modules:  # daphne loads its server before the application
-    from chatsite import daphne_edge
+    from chatsite.edge import daphne_server
 
-    daphne_edge.install()  # oversized bodies refused before Twisted stores them; tokens kept out of the access log
+    daphne_server.install()  # oversized bodies refused before Twisted stores them; tokens kept out of the access log
 redis_durability.check_at_start("web")  # warns when the Redis holding run streams does not persist
 
 # No session middleware around the events: a request with a valid events token never
