@@ -2,20 +2,22 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chatsite.api import views_account, views_chats, views_feedback, views_messages, views_runs
+from chatsite.api.async_path import on_the_loop
 
 MESSAGE = "chats/<int:chat_id>/messages/<int:message_id>/"
 
 # GET /api/runs/{id}/events is the Channels consumer routed in chatsite/edge/asgi.py.
 urlpatterns = [
-    path("chats/", views_chats.ChatListView.as_view()),
+    # The views that admit runs take the async admission path (chatsite.api.async_path).
+    path("chats/", on_the_loop(views_chats.ChatListView)),
     path("chats/search/", views_chats.ChatSearchView.as_view()),
     path("chats/<int:chat_id>/", views_chats.ChatDetailView.as_view()),
     path("chats/<int:chat_id>/export.md", views_chats.ChatExportMarkdownView.as_view()),
     path("chats/<int:chat_id>/export.json", views_chats.ChatExportJsonView.as_view()),
-    path("chats/<int:chat_id>/messages/", views_messages.MessageListView.as_view()),
-    path(MESSAGE + "regenerate", views_messages.RegenerateView.as_view()),
-    path(MESSAGE + "edit", views_messages.EditView.as_view()),
-    path(MESSAGE + "continue", views_messages.ContinueView.as_view()),
+    path("chats/<int:chat_id>/messages/", on_the_loop(views_messages.MessageListView)),
+    path(MESSAGE + "regenerate", on_the_loop(views_messages.RegenerateView)),
+    path(MESSAGE + "edit", on_the_loop(views_messages.EditView)),
+    path(MESSAGE + "continue", on_the_loop(views_messages.ContinueView)),
     path(MESSAGE + "select", views_messages.SelectView.as_view()),
     path("runs/<int:run_id>/", views_runs.RunDetailView.as_view()),
     path("runs/<int:run_id>/cancel", views_runs.RunCancelView.as_view()),

@@ -49,14 +49,14 @@ def run_admit(ask: Ask) -> Admitted:
     with refusals_counted(tenant):
         quota_check_rate(tenant=tenant, quota=quota)
         try:
-            return _admit_once(ask, plan, quota, asked)
+            return _admit_once(ask, plan, quota, key, asked)
         except write.ReplyInProgress as busy:
             # The previous reply's stream has ended but its worker has not saved it yet (the
             # terminal entry comes first): save it here (idempotent), then admit this turn.
             if not stream_log.has_ended(busy.run_id):
                 raise
             run_finalize(run_id=busy.run_id)
-            return _admit_once(ask, plan, quota, asked)
+            return _admit_once(ask, plan, quota, key, asked)
         except IntegrityError:  # a call with the same key committed first
             earlier = idempotency.earlier(ask, key, asked) if key else None
             if earlier is None:
@@ -64,9 +64,14 @@ def run_admit(ask: Ask) -> Admitted:
             return _replayed(earlier)
 
 
-def _admit_once(ask: Ask, plan: Plan, quota, asked_digest: str) -> Admitted:
+def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Admitted:
     chat, tenant = plan.chat, ask.caller.tenant
     with transaction.atomic():
+        if not plan.new:
+            write.lock(plan, ask)
+            # A repeat with the same key may have committed while this one waited for the lock.
+            if key and (earlier := idempotency.earlier(ask, key, asked_digest)) is not None:
+                return _replayed(earlier)
         *leaf, branched = write.path_end(plan, ask)
         asked, replies, anchor = write.messages(plan, ask, tuple(leaf))
         snapshot, prompt_tokens = write.snapshot(plan, asked)

@@ -22,10 +22,21 @@ class ReplyInProgress(Conflict):
         self.run_id = run_id
 
 
+def lock(plan: Plan, ask: Ask) -> None:
+    """Lock an existing chat's row until the transaction ends (one turn at a time) and take
+    what a turn changes of it as the lock found it."""
+    chat = plan.chat
+    lock = store.chat_lock(chat_id=chat.pk)
+    chat.current_leaf_id, chat.title, chat.listed = lock.leaf_id, lock.title, lock.listed
+    if ask.system_prompt is UNSET:  # else the turn's own, set by the plan
+        chat.system_prompt = lock.system_prompt
+
+
 def path_end(plan: Plan, ask: Ask) -> tuple[int | None, int | None, bool]:
-    """Lock the chat (or write the new one) and any history the turn follows; the end of
-    its chosen path after that (its last message's id and depth) and whether that message
-    has messages after it. Raises ReplyInProgress while a reply is being generated in it."""
+    """Write the new chat (an existing one is locked already: `lock`) and any history the
+    turn follows; the end of its chosen path after that (its last message's id and depth)
+    and whether that message has messages after it. Raises ReplyInProgress while a reply
+    is being generated in the chat."""
     chat = plan.chat
     if plan.new:  # nobody else can see it yet: no lock to wait for, no reply in progress
         ids = store.message_ids(count=len(plan.history)) if plan.history else []
@@ -33,11 +44,7 @@ def path_end(plan: Plan, ask: Ask) -> tuple[int | None, int | None, bool]:
         store.chat_insert(chat=chat)
         _chain(chat, ids, plan.history, parent=None)
         return (ids[-1], len(ids) - 1, False) if ids else (None, None, False)
-    lock = store.chat_lock(chat_id=chat.pk)
-    chat.current_leaf_id, chat.title, chat.listed = lock.leaf_id, lock.title, lock.listed
-    if ask.system_prompt is UNSET:  # else the turn's own, set by the plan
-        chat.system_prompt = lock.system_prompt
-    end = store.path_end(chat_id=chat.pk, leaf_id=lock.leaf_id)
+    end = store.path_end(chat_id=chat.pk, leaf_id=chat.current_leaf_id)
     if end.active_run_id is not None:
         raise ReplyInProgress(end.active_run_id)
     after = getattr(ask.where, "after", None)
