@@ -12,6 +12,10 @@ itself that exists (`#/$defs/Name`), and its patterns must pass pattern_limits."
 from chatsite.errors import InvalidInput
 from chatsite.runs.pattern_limits import pattern_problem
 
+# The error a run ends with when the engine itself cannot take its schema (the worker
+# asks it before submitting: inference/constraint_check.py): the client's to fix, a 400.
+CONSTRAINT_REFUSED = "structured_output_refused"
+
 MAX_SCHEMA_DEPTH = 48
 MAX_JSON_DEPTH = 64  # any other stored JSON
 MAX_ENUM_VALUES = 1000

@@ -8,7 +8,9 @@ import pytest
 
 from chatsite.pools.models import ModelPool
 from inference.chat_templates import SMOLLM2_TOOLS
+from inference.fake_backend import REFUSE_MARKER
 from tests.api.helpers import row_counts
+from tests.runs.helpers import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -117,3 +119,19 @@ def test_the_limits_leave_ordinary_constraints_alone(client):
                                          response_format=_format({**schema, "properties": {
                                              **schema["properties"], "deep": _nested(20)}}))
     assert out.choices[0].finish_reason in ("stop", "length") and out.choices[0].message.content
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"response_format": _format({**STRING, "description": REFUSE_MARKER})}, "response_format"),
+    ({"tools": _tool({**STRING, "description": REFUSE_MARKER}), "tool_choice": "required"}, "tools"),
+], ids=["response_format", "tools"])
+def test_a_schema_the_engine_cannot_compile_is_a_400_naming_it(client, extra, param):
+    with pytest.raises(openai.BadRequestError) as info:  # the worker asks the engine before submitting
+        client.chat.completions.create(model="flagship", messages=ASK, max_tokens=24, **extra)
+    body = info.value.body
+    assert body["param"] == param and body["code"] == "structured_output_refused" and REFUSE_MARKER in body["message"]
+    run = wait_terminal(int(info.value.response.headers["X-Run-Id"]))
+    assert run.status == "failed" and run.completion_tokens == 0
+    with pytest.raises(openai.APIError) as info:  # streamed: the error chunk, as for any failed run
+        list(client.chat.completions.create(model="flagship", messages=ASK, max_tokens=24, stream=True, **extra))
+    assert info.value.body["code"] == "structured_output_refused" and info.value.body["param"] == param
