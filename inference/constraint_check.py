@@ -82,6 +82,7 @@ class ConstraintCheck:
                 import xgrammar
 
                 info = xgrammar.TokenizerInfo.from_huggingface(self._tokenizer, vocab_size=self._vocab_size)
-                self._compiler = xgrammar.GrammarCompiler(info, max_threads=1)
+                # Only the verdict is kept (above): the compiled grammars would be a cache growing with every schema.
+                self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
             return self._compiler
 
