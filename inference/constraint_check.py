@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 
 VERDICTS_KEPT = 512
+COMPILER_CACHE_BYTES = 64 * 1024 * 1024
 
 
 class ConstraintCheck:
@@ -82,7 +83,9 @@ class ConstraintCheck:
                 import xgrammar
 
                 info = xgrammar.TokenizerInfo.from_huggingface(self._tokenizer, vocab_size=self._vocab_size)
-                # Only the verdict is kept (above): the compiled grammars would be a cache growing with every schema.
-                self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+                # Cached as the engine's is (xgrammar 0.2.8 compiles some grammars without its cache that it
+                # cannot with it: `\w{1,129}`), within a bound: only the verdicts need keeping here.
+                self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=True,
+                                                          cache_limit_bytes=COMPILER_CACHE_BYTES)
             return self._compiler
 
