@@ -250,6 +250,9 @@ CHATSITE.update({
     # engine of the platform tests and benchmarks), and the fake engine's seconds per token.
     "ENGINE": os.environ.get("CHATSITE_ENGINE", "vllm"),
     "FAKE_STEP_SECONDS": float(os.environ.get("CHATSITE_FAKE_STEP_SECONDS", "0.01")),
+    # How long a worker waits for the engine's grammar of a new JSON Schema to compile
+    # before refusing the run (inference/constraint_check.py); the compile goes on, its result kept.
+    "CONSTRAINT_COMPILE_SECONDS": float(os.environ.get("CHATSITE_CONSTRAINT_COMPILE_SECONDS", "10")),
     # Runs one worker process holds at once (Celery threads sharing its one engine).
     "WORKER_SLOTS": int(os.environ.get("CHATSITE_WORKER_SLOTS", "32")),
     # With the fair queue, threads a worker keeps beyond WORKER_SLOTS for tenants holding fewer than

@@ -34,6 +34,11 @@ class EngineBackend(Protocol):
 
     async def abort(self, request_id: str) -> None: ...
 
+    def constraint_problem(self, json_schema: str, *, budget_seconds: float) -> str | None:
+        """None if the engine can constrain a reply to this JSON Schema (text), else why
+        not, in words for the client. Called on a caller's thread, never the loop's;
+        blocks at most about `budget_seconds`."""
+
     def stats(self) -> EngineStats: ...
 
     async def shutdown(self) -> None: ...
@@ -97,6 +102,10 @@ class EngineHost:
     def abort(self, request_id: str) -> None:
         """Abort a request (its KV blocks are freed); a finished delta with reason 'abort' follows."""
         asyncio.run_coroutine_threadsafe(self._backend.abort(request_id), self._loop)
+
+    def constraint_problem(self, json_schema: str, *, budget_seconds: float) -> str | None:
+        """The backend's answer: whether the engine can take this constraint (see EngineBackend)."""
+        return self._backend.constraint_problem(json_schema, budget_seconds=budget_seconds)
 
     def stats(self) -> EngineStats:
         stats = self._backend.stats()

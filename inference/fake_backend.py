@@ -3,7 +3,8 @@
 The reply is a pure function of (prompt token ids, seed, max_tokens): a
 sequence of words from a fixed vocabulary, one token per word, emitted at a
 chosen pace. A prompt containing FAIL_MARKER fails mid-stream, to test the
-path of an engine error. A reply constrained by a JSON Schema is a value that
+path of an engine error; a JSON Schema containing REFUSE_MARKER is one the engine
+cannot compile. A reply constrained by a JSON Schema is a value that
 matches it (inference.fake_json); a prompt that offers tools, answering a user's
 turn, calls one in the Hermes format the shipped tool template teaches; both come
 out three characters a token, so markup and JSON are split across steps. Asked for
@@ -28,6 +29,7 @@ from inference.stream_interval import stream_interval
 from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
 
 FAIL_MARKER = "[[engine-fail]]"
+REFUSE_MARKER = "[[engine-refuses]]"  # in a JSON Schema: refused as the real engine refuses what it cannot compile
 TOOLS_OPEN = "<|tools|>\n"
 PIECE_CHARS = 3  # a JSON or tool-call reply's characters per token
 MAX_LAG_SECONDS = 0.1  # how far the step clock may fall behind (see _steps)
@@ -192,6 +194,9 @@ class FakeBackend:
                     _hand_out(req, req.reason)
                 elif not req.sent or req.next - req.sent >= req.interval:  # the first token never waits
                     _hand_out(req, None)
+
+    def constraint_problem(self, json_schema: str, *, budget_seconds: float) -> str | None:
+        return f"the engine refuses it: {REFUSE_MARKER}" if REFUSE_MARKER in json_schema else None
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._active:

@@ -3,6 +3,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from inference.constraint_check import ConstraintCheck
 from inference.cpu_affinity import colocate_engine_core
 from inference.engine_lifetime import engine_dies_with_parent
 from inference.specs import EngineSpec
@@ -90,6 +91,7 @@ class VllmBackend:
         self._prefix_queries = 0
         self._prefix_hits = 0
         self._generated_tokens = 0
+        self._constraints: ConstraintCheck | None = None
 
     async def start(self) -> None:
         from transformers import AutoTokenizer
@@ -125,6 +127,9 @@ class VllmBackend:
                 return
             completion = output.outputs[0]
             reason = completion.finish_reason if output.finished else None
+            if reason == "error":  # vLLM failed the request (a grammar that did not compile, a KV load): no reply
+                emit(Chunk("", 0, True, error="the engine failed the request (finish_reason error)"))
+                return
             if k is None:
                 emit(Chunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len))
             else:
@@ -140,6 +145,11 @@ class VllmBackend:
 
     async def abort(self, request_id: str) -> None:
         await self.engine.abort(request_id)
+
+    def constraint_problem(self, json_schema: str, *, budget_seconds: float) -> str | None:
+        if self._constraints is None:
+            self._constraints = ConstraintCheck(self.tokenizer, self.engine.model_config.get_vocab_size())
+        return self._constraints.problem(json_schema, budget_seconds=budget_seconds)
 
     def stats(self) -> EngineStats:
         s = self._scheduler

@@ -3,12 +3,14 @@ import json
 import logging
 import time
 
+from django.conf import settings
 from django.db import connection
 
 from chatsite import stage_trace
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_pin
+from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
@@ -110,6 +112,21 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
                                 tools=tools)
 
 
+def _constraint_refused(rt: Runtime, run: GenerationRun) -> dict | None:
+    """The error entry for a run whose JSON Schema the engine cannot take (refused, or
+    a grammar that does not compile within the budget), else None: asked here, on the
+    run's thread, so that neither the engine's loop nor its other requests wait for it."""
+    fmt = run.sampling.get("response_format") or {}
+    if fmt.get("type") != "json_schema":
+        return None
+    problem = rt.host.constraint_problem(json.dumps(fmt["schema"]),
+                                         budget_seconds=settings.CHATSITE["CONSTRAINT_COMPILE_SECONDS"])
+    if problem is None:
+        return None
+    what = "the tools' parameters" if run.sampling.get("tools") else "the response_format's JSON Schema"
+    return codec.error_fields(code=CONSTRAINT_REFUSED, message=f"{what}: {problem}")
+
+
 def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     run, lease_token = claim.run, claim.lease_token
     reply, cancel_asked = claim.so_far, claim.cancel_asked  # what earlier attempts streamed
@@ -129,6 +146,9 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
         return end(codec.error_fields(code="structured_output_interrupted", message=(
             "the worker generating this JSON reply stopped part-way, and a constrained reply cannot be carried "
             "on by another; send the request again")), "failed")
+    refused = _constraint_refused(rt, run)
+    if refused is not None:
+        return end(refused, "failed")
     remaining = run.max_tokens - reply.completion_tokens
     if remaining <= 0:
         return end(codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,

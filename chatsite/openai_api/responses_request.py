@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
 from chatsite.openai_api.request import ROLES, flag
+from chatsite.runs.schema_limits import check_json
 from chatsite.runs.validation import clean_logprobs
 
 # Parameters that would change the reply: refused unless they ask for the default.
@@ -88,6 +89,7 @@ def _metadata(value) -> dict:
         if len(k) > MAX_METADATA_KEY or not isinstance(v, str) or len(v) > MAX_METADATA_VALUE:
             raise InvalidInput(f"metadata: keys are at most {MAX_METADATA_KEY} characters and values strings of at "
                                f"most {MAX_METADATA_VALUE}", field="metadata")
+    check_json(value, field="metadata")  # stored as jsonb: text Postgres takes
     return value
 
 

@@ -12,11 +12,21 @@ the one reader of it, so resuming or replaying a stream gives the same calls.
   could be the start of a block is held back until it is known not to be, so the
   markup never reaches the content. A block that is not a call of an offered function
   is passed on as content, as written.
+
+A reply cut off (max_tokens) inside a call, as OpenAI answers one: the call whose
+function's name was written comes with the arguments written so far (JSON text that
+does not parse), a call cut off before its name is left out, and the call markup is
+never content.
 """
 import json
+import re
 from dataclasses import dataclass
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+# The start of a call object whose name is written ({"name", "arguments"}: the order the
+# constraint's schema and the tool template give), up to where its arguments begin.
+CALL_START = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*')
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +74,9 @@ class ReplyReader:
     def finish(self) -> list:
         if isinstance(self._choice, dict):
             return self._named("") if self.num_calls == 0 else []
-        if self._choice == "required":
+        if self._choice == "required":  # constrained to a list of calls: never content
             calls = _calls_in(self._buf)
-            return self._calls(calls) if calls is not None and self._known(calls) else [Content(self._buf)]
+            return self._calls(calls if calls is not None and self._known(calls) else self._cut_off(self._buf))
         out = self._scan(final=True)
         if self.num_calls == 0 and self._pending_ws:
             out.append(Content(self._pending_ws))  # a reply without calls is content exactly as written
@@ -122,12 +132,43 @@ class ReplyReader:
                 self._ws_before_block, self._pending_ws = self._pending_ws, ""
                 self._buf, self._in_call = self._buf[start + len(OPEN):], True
                 continue
-            keep = 0 if final else _partial_open(self._buf)
+            keep = _partial_open(self._buf)
             self._text(self._buf[:len(self._buf) - keep], out)
             self._buf = self._buf[len(self._buf) - keep:]
+            if final and keep:  # a block's tag cut off at the end: not content, nor the space before it
+                self._buf = self._pending_ws = ""
             return out
 
+    def _cut_off(self, text: str) -> list[tuple[str, str]]:
+        """The calls of a list of them cut off part-way: the whole ones, then the one
+        cut off if its name was written (its arguments as far as they go)."""
+        start = text.lstrip()
+        at = len(text) - len(start) + 1 if start.startswith("[") else 0
+        out = []
+        while True:
+            at = len(text) - len(text[at:].lstrip(" \t\n\r,"))
+            try:
+                item, at = _DECODER.raw_decode(text, at)
+            except ValueError:
+                cut = self._cut_call(text[at:])
+                return out + ([cut] if cut else [])
+            calls = _calls_in(json.dumps(item))
+            if calls is None or not self._known(calls):
+                return out
+            out.extend(calls)
+
+    def _cut_call(self, text: str) -> tuple[str, str] | None:
+        """(name, arguments so far) of one call object cut off after its name, else None."""
+        start = CALL_START.match(text)
+        name = json.loads(start.group(1)) if start else None
+        return (name, text[start.end():]) if name in self._names else None
+
     def _block(self, body: str, closed: bool, out: list) -> None:
+        if not closed and body.lstrip()[:1] in ("", "{", "["):  # cut off inside a call
+            cut = self._cut_off(body)
+            out.extend(self._calls(cut))
+            self._after_call = bool(cut)
+            return
         calls = _calls_in(body)
         if calls is None or not self._known(calls):
             self._pending_ws = self._ws_before_block  # not a call: the text around it is content as written

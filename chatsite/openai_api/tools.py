@@ -6,14 +6,21 @@ JSON Schema that constrains a reply that must call a function.
 A reply that must call (`required`, or a named function) is constrained by vLLM
 structured outputs: a named function's reply is its arguments object, a required
 call's a list of {"name", "arguments"} (one at most without parallel calls). With
-`auto` the model writes Hermes `<tool_call>` blocks, parsed by tool_calls.py."""
+`auto` the model writes Hermes `<tool_call>` blocks, parsed by tool_calls.py.
+
+A function's parameters may refer to definitions of their own (`$ref` to `#/$defs/...`,
+as Pydantic's nested models and `openai.pydantic_function_tool` write them). In a
+required call's schema each such function's parameters become a definition of that
+schema, `#/$defs/<function name>`, with their references rebased onto it: vLLM's server
+hoists the `$defs` alone, and refuses two functions with a definition of one name."""
+import copy
 import json
 import re
 from dataclasses import dataclass
 
-from jsonschema import Draft202012Validator, SchemaError
-
 from chatsite.errors import InvalidInput
+from chatsite.runs.schema_limits import MAX_SCHEMA_DEPTH, check_json, subschemas
+from chatsite.runs.validation import check_json_schema
 
 MAX_TOOLS = 128
 MAX_TOOLS_CHARS = 64_000  # all definitions as JSON
@@ -43,12 +50,33 @@ class ToolUse:
         if isinstance(self.choice, dict):
             schema = by_name[self.choice["name"]]["parameters"]
             return {"type": "json_schema", "name": "tool_arguments", "schema": schema}
-        calls = [{"type": "object", "properties": {"name": {"const": name}, "arguments": f["parameters"]},
-                  "required": ["name", "arguments"], "additionalProperties": False} for name, f in by_name.items()]
+        defs, calls = {}, []
+        for name, f in by_name.items():
+            arguments = f["parameters"]
+            if _refers(arguments):
+                defs[name], arguments = _rebased(arguments, f"#/$defs/{name}"), {"$ref": f"#/$defs/{name}"}
+            calls.append({"type": "object", "properties": {"name": {"const": name}, "arguments": arguments},
+                          "required": ["name", "arguments"], "additionalProperties": False})
         schema = {"type": "array", "minItems": 1, "items": {"anyOf": calls}}
         if not self.parallel:
             schema["maxItems"] = 1
+        if defs:
+            schema["$defs"] = defs
         return {"type": "json_schema", "name": "tool_calls", "schema": schema}
+
+
+def _refers(schema: dict) -> bool:
+    return any(isinstance(node.get("$ref"), str) for node, _ in subschemas(schema))
+
+
+def _rebased(schema: dict, base: str) -> dict:
+    """A copy of `schema` whose references within itself ("#...") point into `base`."""
+    out = copy.deepcopy(schema)  # depth-limited at admission (schema_limits)
+    for node, _ in subschemas(out):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            node["$ref"] = base + ref[1:]
+    return out
 
 
 def parse_tool_use(body: dict) -> ToolUse | None:
@@ -73,6 +101,8 @@ def parse_tool_use(body: dict) -> ToolUse | None:
 def _definitions(tools) -> list[dict]:
     if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
         raise InvalidInput(f"tools must be a list of at most {MAX_TOOLS} function tools", field="tools")
+    # tools[i].function.parameters is 3 levels down: its own depth is checked with its cost below.
+    check_json(tools, field="tools", max_depth=MAX_SCHEMA_DEPTH + 3)
     if len(json.dumps(tools)) > MAX_TOOLS_CHARS:
         raise InvalidInput(f"tools may be at most {MAX_TOOLS_CHARS} characters as JSON", field="tools")
     out, seen = [], set()
@@ -111,10 +141,7 @@ def _parameters(schema, i: int) -> dict:
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise InvalidInput(f'{field} must be a JSON Schema of an object ({{"type": "object", "properties": '
                            "{...}})", field=field)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise InvalidInput(f"{field} is not a valid JSON Schema: {exc.message}", field=field) from None
+    check_json_schema(schema, field=field, max_chars=MAX_TOOLS_CHARS)
     return schema
 
 
@@ -144,6 +171,7 @@ def assistant_calls(calls, i: int) -> list[dict]:
     arguments a JSON object as text. Raises InvalidInput naming the part."""
     if not isinstance(calls, list) or not calls:
         raise InvalidInput(f"messages[{i}].tool_calls must be a non-empty list", field=f"messages[{i}].tool_calls")
+    check_json(calls, field=f"messages[{i}].tool_calls")  # saved as the message's jsonb
     out = []
     for j, call in enumerate(calls):
         at = f"messages[{i}].tool_calls[{j}]"

@@ -37,7 +37,8 @@ class ToolChatShape(wire.ChatShape):
         body = wire.completion(runs)
         content, calls = read_whole(run.assistant_message.content, self._tools, call_id_prefix=call_id_prefix(run))
         choice = body["choices"][0]
-        choice["message"]["content"] = content
+        # A reply that must call has no content, even cut off before its first call's name.
+        choice["message"]["content"] = content if self._tools["choice"] == "auto" else None
         if calls:
             choice["message"]["tool_calls"] = [_tool_call(c) for c in calls]
         choice["finish_reason"] = _finish(run.finish_reason, len(calls))

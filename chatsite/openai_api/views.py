@@ -26,6 +26,7 @@ from chatsite.openai_api.services import completion_submit
 from chatsite.pools.selectors import pools_for_tenant
 from chatsite.quotas.selectors import quota_allowances
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
 from chatsite.runs.outlet import Outlet, closing_after
@@ -35,7 +36,7 @@ from chatsite.edge.sse import SseResponse
 log = logging.getLogger(__name__)
 
 # Errors a run can end with that are the request's fault, not the server's.
-CLIENT_RUN_ERRORS = {"context_length_exceeded": 400}
+CLIENT_RUN_ERRORS = {"context_length_exceeded": 400, CONSTRAINT_REFUSED: 400}
 
 
 def openai_view(view):
@@ -108,10 +109,18 @@ def _finalized(runs: list[GenerationRun]) -> list[GenerationRun]:
     return run_choices(runs[0])
 
 
-def _run_error(run_id: int, entry: codec.Entry) -> tuple[int, dict]:
+def _run_error(run: GenerationRun, entry: codec.Entry) -> tuple[int, dict]:
     status = CLIENT_RUN_ERRORS.get(entry.code, 500)
-    message = f"{entry.message or entry.code} (run {run_id})"
-    return status, openai_error_body(status, entry.code, message)
+    message = f"{entry.message or entry.code} (run {run.pk})"
+    return status, openai_error_body(status, entry.code, message, run_error_param(run, entry.code))
+
+
+def run_error_param(run: GenerationRun, code: str) -> str | None:
+    """The parameter a run's error names: the constraint the engine refused came from
+    the tools (a call's schema) or the response_format."""
+    if code != CONSTRAINT_REFUSED:
+        return None
+    return "tools" if (run.sampling or {}).get("tools") else "response_format"
 
 
 def _service_error(exc: ServiceError, req: CompletionRequest | None):
@@ -179,7 +188,7 @@ async def _wait(outlet: Outlet, runs: list[GenerationRun], shape: wire.ChatShape
         return error_response(401, "invalid_api_key", REVOKED_MESSAGE, headers=CHALLENGE)
     for i, run in enumerate(runs):
         if terminals[i].type == codec.ERROR:
-            status, body = _run_error(run.pk, terminals[i])
+            status, body = _run_error(run, terminals[i])
             return JsonResponse(body, status=status)
     saved = await sync_to_async(_finalized)(runs)
     return JsonResponse(shape.whole(saved))
@@ -224,7 +233,7 @@ async def _stream(outlet: Outlet, runs: list[GenerationRun], include_usage: bool
                         if include_usage and not open_choices:
                             out.append(wire.sse_data(shape.usage(run, prompt_tokens, completion_tokens)))
                     else:
-                        out.append(wire.sse_data(_run_error(runs[index].pk, entry)[1]))
+                        out.append(wire.sse_data(_run_error(runs[index], entry)[1]))
                         open_choices = -1
                 if open_choices <= 0:  # the end, said in the same write as the last chunks
                     out.append(wire.SSE_DONE)

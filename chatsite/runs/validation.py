@@ -8,7 +8,8 @@ from django.conf import settings
 from jsonschema import Draft202012Validator, SchemaError
 
 from chatsite.errors import InvalidInput
-from chatsite.text import has_surrogates
+from chatsite.runs.schema_limits import check_schema_cost
+from chatsite.text import clean_text, has_surrogates
 from inference.types import MAX_TOP_LOGPROBS
 
 MAX_STOP_SEQUENCES = 4
@@ -142,21 +143,25 @@ def clean_response_format(value) -> dict | None:
         raise InvalidInput("response_format.json_schema must be an object with name and schema",
                            field="response_format.json_schema")
     name, schema = spec.get("name"), spec.get("schema")
-    if not isinstance(name, str) or not 0 < len(name) <= 64:
-        raise InvalidInput("response_format.json_schema.name must be a string of 1 to 64 characters",
-                           field="response_format.json_schema.name")
+    clean_text(name, field="response_format.json_schema.name", max_chars=64)
     if not isinstance(schema, dict):
         raise InvalidInput("response_format.json_schema.schema must be a JSON Schema object",
                            field="response_format.json_schema.schema")
-    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
-        raise InvalidInput(f"response_format.json_schema.schema may be at most {MAX_SCHEMA_CHARS} characters "
-                           "as JSON", field="response_format.json_schema.schema")
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise InvalidInput(f"response_format.json_schema.schema is not a valid JSON Schema: {exc.message}",
-                           field="response_format.json_schema.schema") from None
+    check_json_schema(schema, field="response_format.json_schema.schema")
     if spec.get("strict") not in (None, True, False):
         raise InvalidInput("response_format.json_schema.strict must be true or false",
                            field="response_format.json_schema.strict")
     return {"type": "json_schema", "name": name, "schema": schema}
+
+
+def check_json_schema(schema: dict, *, field: str, max_chars: int = MAX_SCHEMA_CHARS) -> None:
+    """`schema` is a JSON Schema the engine may constrain a reply to: within the cost
+    limits (schema_limits, checked first: nothing here recurses before them), at most
+    `max_chars` as JSON, and valid. Raises InvalidInput naming `field` or its part."""
+    check_schema_cost(schema, field=field)
+    if len(json.dumps(schema)) > max_chars:
+        raise InvalidInput(f"{field} may be at most {max_chars} characters as JSON", field=field)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidInput(f"{field} is not a valid JSON Schema: {exc.message}", field=field) from None

@@ -78,7 +78,36 @@ def test_a_named_choice_streams_the_arguments_as_they_come():
         ArgumentsDelta(0, ' "UT'), ArgumentsDelta(0, 'C"}')]
 
 
-def test_a_required_reply_that_is_not_a_list_of_calls_is_content():
+def test_a_required_reply_is_never_content():
     tools = {**AUTO, "choice": "required"}
     assert read_whole('[{"name": "weather", "arguments": {}}]', tools, call_id_prefix="c")[1][0].name == "weather"
-    assert read_whole('[{"name": "weath', tools, call_id_prefix="c") == ('[{"name": "weath', [])
+    assert read_whole('[{"name": "weath', tools, call_id_prefix="c") == ("", [])
+
+
+WHOLE = '[{"name": "weather", "arguments": {"city": "Paris"}}, {"name": "clock", "arguments": {"zone": "CET"}}]'
+
+
+@pytest.mark.parametrize("cut,calls", [
+    (1, []),  # cut before the first call's name: no call, no content
+    (20, []),
+    (40, [("weather", '{"city')]),  # the name written: the call, with the arguments written so far
+    (58, [("weather", '{"city": "Paris"}')]),
+    (95, [("weather", '{"city": "Paris"}'), ("clock", '{"zone": "')]),
+], ids=["start", "in-name", "in-arguments", "after-first", "in-second"])
+def test_a_required_reply_cut_off_carries_the_calls_whose_names_were_written(cut, calls):
+    tools = {**AUTO, "choice": "required"}
+    for size in (1, 3, 1000):
+        content, events = _merged(_streamed(WHOLE[:cut], tools, size))
+        assert content == "" and [(name, arguments) for _, name, arguments in events] == calls
+
+
+@pytest.mark.parametrize("cut,content,calls", [
+    (len("Let me check.\n<tool_c"), "Let me check.", []),  # the tag cut off is not content
+    (len("Let me check.\n" + CALL[:25]), "Let me check.", []),  # cut before the name
+    (len("Let me check.\n" + CALL[:60]), "Let me check.", [("weather", '{"city": "Paris')]),
+])
+def test_an_auto_reply_cut_off_inside_a_block_never_shows_its_markup(cut, content, calls):
+    text = ("Let me check.\n" + CALL)[:cut]
+    for size in (1, 3, 1000):
+        got_content, events = _merged(_streamed(text, AUTO, size))
+        assert got_content == content and [(name, arguments) for _, name, arguments in events] == calls

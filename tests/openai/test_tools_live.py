@@ -3,10 +3,12 @@ Celery workers with the deterministic fake engine, Redis). The fake engine answe
 schema-constrained reply with a value of that schema and, offered tools with `auto`,
 calls the one the user names (inference/fake_backend.py)."""
 import json
+from typing import Literal
 
 import httpx
 import jsonschema
 import openai
+import pydantic
 import pytest
 
 from chatsite.chats.models import Message
@@ -181,3 +183,57 @@ def test_logprobs_with_tools_are_in_the_whole_answer_and_a_stream_still_reads_it
     assert [c.function.name for c in calls if c.function.name] == [t.function.name for t in whole.choices[0].message.tool_calls]
     assert all(ch.choices[0].logprobs is None for ch in chunks if ch.choices)  # documented: a tool stream has none
     _run(chunks[0].id)  # saved before the test's rows are flushed
+
+
+class WeatherOptions(pydantic.BaseModel):
+    unit: Literal["celsius", "fahrenheit"]
+    days: int
+
+
+class GetWeather(pydantic.BaseModel):
+    """The weather in a city."""
+    city: str
+    options: WeatherOptions
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "GetWeather"}}],
+                         ids=["required", "named"])
+def test_a_pydantic_tool_with_definitions_is_called_validly(client, tool_choice):
+    tool = openai.pydantic_function_tool(GetWeather)  # parameters with $defs and a $ref to them
+    assert "$defs" in tool["function"]["parameters"]
+    out = client.chat.completions.create(model="flagship", messages=ASK, tools=[tool, *TOOLS], max_tokens=300,
+                                         tool_choice=tool_choice, parallel_tool_calls=False, seed=3)
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls
+    schemas = {**SCHEMAS, "GetWeather": tool["function"]["parameters"]}
+    jsonschema.validate(json.loads(call.function.arguments), schemas[call.function.name])
+
+
+def _cut(client, tool_choice, max_tokens: int, **extra):
+    return client.chat.completions.create(model="flagship", messages=ASK, tools=TOOLS, tool_choice=tool_choice,
+                                          max_tokens=max_tokens, seed=3, parallel_tool_calls=False, **extra)
+
+
+@pytest.mark.parametrize("tool_choice,max_tokens", [
+    ("required", 16), ({"type": "function", "function": {"name": "get_weather"}}, 10)], ids=["required", "named"])
+def test_a_call_cut_off_by_max_tokens_is_length_with_the_arguments_written_so_far(client, tool_choice, max_tokens):
+    [whole] = _cut(client, tool_choice, 300).choices[0].message.tool_calls
+    cut = _cut(client, tool_choice, max_tokens).choices[0]  # the fake engine writes 3 characters a token
+    assert cut.finish_reason == "length" and cut.message.content is None
+    [call] = cut.message.tool_calls
+    assert call.function.name == whole.function.name and call.id.startswith("call_")
+    assert whole.function.arguments.startswith(call.function.arguments) != (call.function.arguments == "")
+    assert call.function.arguments != whole.function.arguments  # not JSON: cut off
+    chunks = list(_cut(client, tool_choice, max_tokens, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert all(not d.content for d in deltas)  # the call's JSON is never content
+    streamed = [p for d in deltas for p in d.tool_calls or ()]
+    assert [p.function.name for p in streamed if p.function.name] == [call.function.name]
+    assert "".join(p.function.arguments or "" for p in streamed) == call.function.arguments
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+
+
+def test_a_required_reply_cut_off_before_a_name_has_no_call_and_no_content(client):
+    choice = _cut(client, "required", 2).choices[0]  # '[{"name' at most
+    assert choice.finish_reason == "length" and choice.message.content is None and not choice.message.tool_calls
