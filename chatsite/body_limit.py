@@ -23,8 +23,8 @@ def too_large_response(path: str) -> tuple[int, list[tuple[bytes, bytes]], bytes
 
     response = edge_error(path, 413, "request_too_large", too_large_message())
     body = response.content
-    headers = [(b"Content-Type", response["Content-Type"].encode()), (b"Content-Length", str(len(body)).encode()),
-               (b"Connection", b"close")]
+    headers = [(name.encode(), value.encode()) for name, value in response.items()]  # an API's own too
+    headers += [(b"Content-Length", str(len(body)).encode()), (b"Connection", b"close")]
     return 413, headers, body
 
 

@@ -37,9 +37,10 @@ def edge_error(path: str, status: int, code: str, message: str, field: str | Non
                headers: dict | None = None) -> JsonResponse:
     """An error response in the shape the URL's API uses (REST or OpenAI)."""
     if path.startswith(OPENAI_PREFIX):
-        from chatsite.openai_api.errors import openai_error_body
+        from chatsite.openai_api.errors import REQUEST_ID_HEADER, openai_error_body, request_id
 
         body = openai_error_body(status, code, message, field)
+        headers = {REQUEST_ID_HEADER: request_id(), **(headers or {})}
     else:
         body = error_body(code, message, field)
     response = JsonResponse(body, status=status)

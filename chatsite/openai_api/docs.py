@@ -6,6 +6,7 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from chatsite.runs.choices import MAX_CHOICES
+from chatsite.runs.validation import MAX_SEED, MIN_SEED
 from chatsite.tenancy.auth import ApiKeyAuthentication
 
 TEXT_PART = {"type": "object", "required": ["type", "text"],
@@ -50,8 +51,8 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
                                    help_text="Greater than 0.")
     stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the reply.")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
-                                    help_text="Same seed, prompt and sampling: the same reply.")
+    seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, allow_null=True,
+                                    help_text="Any 64-bit integer. Same seed, prompt and sampling: the same reply.")
     n = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CHOICES, allow_null=True,
                                  help_text=f"1 to {MAX_CHOICES} choices, one run each; the prompt is counted once "
                                            "and max_tokens reserved for each.")
@@ -217,8 +218,8 @@ class OpenAITextCompletionRequest(serializers.Serializer):
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
                                    help_text="Greater than 0.")
     stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the text.")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
-                                    help_text="Same seed, prompt and sampling: the same text.")
+    seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, allow_null=True,
+                                    help_text="Any 64-bit integer. Same seed, prompt and sampling: the same text.")
     n = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CHOICES, allow_null=True,
                                  help_text=f"1 to {MAX_CHOICES} choices, as for chat completions.")
     echo = serializers.BooleanField(required=False, help_text="Only false.")

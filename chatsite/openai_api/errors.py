@@ -3,10 +3,15 @@
 `type` follows OpenAI's names (invalid_request_error, authentication_error,
 rate_limit_error, server_error); `code` is the platform's own stable code
 (model_not_found, context_length_exceeded, invalid_api_key, ...)."""
+import uuid
+
 from django.http import JsonResponse
 
 from chatsite.errors import ServiceError
 
+# Every /v1 answer carries one (the SDKs read it into `_request_id`); a client quotes it
+# to find the request, as `X-Run-Id` finds its run.
+REQUEST_ID_HEADER = "x-request-id"
 TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
 
 
@@ -14,6 +19,11 @@ def error_type(status: int) -> str:
     if status >= 500:
         return "server_error"
     return TYPES.get(status, "invalid_request_error")
+
+
+def request_id() -> str:
+    """A new request id, in OpenAI's form (`req_` and 32 hex digits)."""
+    return f"req_{uuid.uuid4().hex}"
 
 
 def openai_error_body(status: int, code: str | None, message: str, param: str | None = None) -> dict:

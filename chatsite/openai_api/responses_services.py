@@ -8,7 +8,7 @@ the response object echoes and the run cannot."""
 from django.db import transaction
 
 from chatsite.chats.services import chat_append_history, chat_create_with_history, chat_delete, chat_update
-from chatsite.errors import Conflict
+from chatsite.errors import Conflict, InvalidInput
 from chatsite.openai_api.models import ResponseRecord
 from chatsite.openai_api.responses_request import ResponseRequest
 from chatsite.openai_api.responses_selectors import response_get
@@ -70,7 +70,12 @@ def response_create(*, key: ApiKey, request: ResponseRequest,
 
 
 def response_cancel(*, run: GenerationRun) -> GenerationRun:
-    """Stop the response's run, keeping its partial reply (run_cancel). Idempotent."""
+    """Stop the response's run, keeping its partial reply (run_cancel). Idempotent for
+    a background response. Raises InvalidInput for a finished response that was not a
+    background one (OpenAI cancels only those); a running one is stopped all the same."""
+    if run.is_terminal and not run.response_record.background:
+        raise InvalidInput("only responses created with background: true can be cancelled; this one has "
+                           "finished", code="not_cancellable")
     return run_cancel(run=run)
 
 

@@ -21,7 +21,8 @@ from chatsite import stage_trace
 from chatsite.errors import ServiceError
 from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
 from chatsite.openai_api.auth import authenticate, authenticate_sync, json_body, require_method
-from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error, openai_error_body
+from chatsite.openai_api.errors import (REQUEST_ID_HEADER, OpenAIError, error_response, from_service_error,
+                                       openai_error_body, request_id)
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
 from chatsite.openai_api.services import completion_submit
 from chatsite.pools.selectors import pools_for_tenant
@@ -43,16 +44,19 @@ UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.Ti
 
 def openai_view(view):
     """CSRF-exempt (bearer keys only), and Postgres or Redis being briefly away is a
-    503 with Retry-After in OpenAI's shape, as the REST API answers."""
+    503 with Retry-After in OpenAI's shape, as the REST API answers. Every answer
+    carries an `x-request-id`."""
 
     @functools.wraps(view)
     async def wrapper(request, *args, **kwargs):
         try:
-            return await view(request, *args, **kwargs)
+            response = await view(request, *args, **kwargs)
         except UNAVAILABLE as exc:
             log.warning("%s: backing store unavailable: %s", request.path, exc)
-            return error_response(503, "service_unavailable", "the service is briefly unavailable; try again in "
-                                  "a few seconds", headers={"Retry-After": "5"})
+            response = error_response(503, "service_unavailable", "the service is briefly unavailable; try again "
+                                      "in a few seconds", headers={"Retry-After": "5"})
+        response[REQUEST_ID_HEADER] = request_id()
+        return response
 
     return csrf_exempt(wrapper)
 

@@ -12,7 +12,7 @@ from inference.types import MAX_TOP_LOGPROBS
 
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 64
-MAX_SEED = 2**63 - 1
+MIN_SEED, MAX_SEED = -2**63, 2**63 - 1  # any 64-bit integer, as OpenAI and vLLM take
 MAX_TOP_K = 2**31 - 1
 MAX_REPETITION_PENALTY = 10.0
 MAX_SCHEMA_CHARS = 32_000
@@ -108,8 +108,8 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
                            f"of at most {MAX_STOP_CHARS} characters", field="stop")
     if seed is None:
         seed = secrets.randbelow(2**31)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise InvalidInput(f"seed must be an integer between 0 and {MAX_SEED}", field="seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not MIN_SEED <= seed <= MAX_SEED:
+        raise InvalidInput(f"seed must be an integer between {MIN_SEED} and {MAX_SEED}", field="seed")
     if ignore_eos is not None and not isinstance(ignore_eos, bool):
         raise InvalidInput("ignore_eos must be true or false", field="ignore_eos")
     return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos),

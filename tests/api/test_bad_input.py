@@ -41,7 +41,7 @@ CASES = [
     ("stop with a lone surrogate", '"hi"', ', "stop": ["a\\ud800"]', "stop"),
     ("stop a lone surrogate string", '"hi"', ', "stop": "\\udfff"', "stop"),
     ("stop with NUL", '"hi"', ', "stop": "a\\u0000"', "stop"),
-    ("seed negative", '"hi"', ', "seed": -1', "seed"),
+    ("seed below 64 bits", '"hi"', ', "seed": -9223372036854775809', "seed"),
     ("seed too big", '"hi"', ', "seed": 9223372036854775808', "seed"),
     ("ignore_eos not a bool", '"hi"', ', "ignore_eos": "yes"', "ignore_eos"),
     ("unknown model", '"hi"', ', "model": "nope"', "model"),
