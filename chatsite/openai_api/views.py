@@ -38,7 +38,7 @@ from chatsite.sse_response import SseResponse
 log = logging.getLogger(__name__)
 
 # Errors a run can end with that are the request's fault, not the server's.
-CLIENT_RUN_ERRORS = {"context_length_exceeded": 400}
+CLIENT_RUN_ERRORS = {"context_length_exceeded": 400, codec.REFUSED_CODE: 400}
 UNAVAILABLE = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError, HubError)
 
 

@@ -75,3 +75,10 @@ def pool_takes_tools(pool) -> bool:
     only then may a request give it tools."""
     template = pool_chat_template(pool)
     return template is not None and "tools" in template
+
+
+def vocab_size(model: str) -> int | None:
+    """How many token ids `model`'s tokenizer has (its added tokens too), when it is on
+    local disk; None otherwise."""
+    tokenizer = _tokenizer(model)
+    return None if tokenizer is None else tokenizer.get_vocab_size(with_added_tokens=True)

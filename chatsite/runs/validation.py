@@ -1,6 +1,7 @@
 """Validation of what a client asks a run to do; each failure names the problem."""
 import json
 import math
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -8,6 +9,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator, SchemaError
 
 from chatsite.errors import InvalidInput
+from chatsite.pools.tokens import vocab_size
 from inference.types import MAX_TOP_LOGPROBS
 
 MAX_STOP_SEQUENCES = 4
@@ -36,17 +38,37 @@ class Sampling:
     response_format: dict | None = None
     # None, or k: every token's log probability and the k most likely alternatives (0..20).
     logprobs: int | None = None
+    # vLLM's own request knobs (VLLM_DEFAULTS), kept on the run only when asked for.
+    min_tokens: int = 0
+    logit_bias: dict | None = None  # {"token id": bias}
+    allowed_token_ids: list | None = None
+    guide: list | None = None  # [kind, spec]: a regex, choice, grammar or structural tag constraint
+    prompt_logprobs: int | None = None
+    return_token_ids: bool = False
+    tokens_as_ids: bool = False
 
     def as_run_sampling(self) -> dict:
         """What GenerationRun.sampling holds (max_tokens and seed have columns of their own);
-        `logprobs` only when asked for."""
+        `logprobs` and vLLM's knobs only when asked for."""
         out = {"temperature": self.temperature, "top_p": self.top_p, "stop": list(self.stop),
                "ignore_eos": self.ignore_eos, "top_k": self.top_k, "min_p": self.min_p,
                "frequency_penalty": self.frequency_penalty, "presence_penalty": self.presence_penalty,
                "repetition_penalty": self.repetition_penalty, "response_format": self.response_format}
         if self.logprobs is not None:
             out["logprobs"] = self.logprobs
+        out.update((name, getattr(self, name)) for name, default in VLLM_DEFAULTS.items()
+                   if getattr(self, name) != default)
         return out
+
+
+# vLLM's knobs a run may carry in its sampling, and their defaults (absent: the default).
+VLLM_DEFAULTS = {"min_tokens": 0, "logit_bias": None, "allowed_token_ids": None, "guide": None,
+                 "prompt_logprobs": None, "return_token_ids": False, "tokens_as_ids": False}
+GUIDES = ("regex", "choice", "grammar", "structural_tag")
+MAX_LOGIT_BIAS = 1024  # tokens biased in one request
+MAX_ALLOWED_TOKEN_IDS = 65_536
+MAX_CHOICE_STRINGS = 256
+MAX_TOKEN_ID = 2**31 - 1
 
 
 def has_surrogates(value: str) -> bool:
@@ -83,9 +105,10 @@ def _number(value, *, field: str, lo: float, hi: float, lo_open: bool = False) -
 
 def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
                    ignore_eos=None, top_k=None, min_p=None, frequency_penalty=None, presence_penalty=None,
-                   repetition_penalty=None, response_format=None, logprobs=None) -> Sampling:
+                   repetition_penalty=None, response_format=None, logprobs=None, **vllm) -> Sampling:
     """The run's sampling, from the client's values over the pool's defaults (None:
-    the default). Raises InvalidInput naming the parameter at fault."""
+    the default); `vllm`: vLLM's own knobs (VLLM_DEFAULTS' names). Raises InvalidInput
+    naming the parameter at fault."""
     defaults = pool.default_sampling or {}
     if max_tokens is None:
         max_tokens = min(defaults.get("max_tokens", settings.CHATSITE["DEFAULT_MAX_TOKENS"]), pool.max_output_tokens)
@@ -115,7 +138,8 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
     return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos),
                     **_clean_penalties(top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
                                        presence_penalty=presence_penalty, repetition_penalty=repetition_penalty),
-                    response_format=clean_response_format(response_format), logprobs=clean_logprobs(logprobs))
+                    response_format=clean_response_format(response_format), logprobs=clean_logprobs(logprobs),
+                    **clean_vllm_knobs(pool, max_tokens=max_tokens, **vllm))
 
 
 def clean_logprobs(value, *, field: str = "top_logprobs", most: int = MAX_TOP_LOGPROBS) -> int | None:
@@ -181,3 +205,86 @@ def clean_response_format(value) -> dict | None:
         raise InvalidInput("response_format.json_schema.strict must be true or false",
                            field="response_format.json_schema.strict")
     return {"type": "json_schema", "name": name, "schema": schema}
+
+
+def clean_vllm_knobs(pool, *, max_tokens: int, min_tokens=None, logit_bias=None, allowed_token_ids=None, guide=None,
+                     prompt_logprobs=None, return_token_ids=None, tokens_as_ids=None) -> dict:
+    """vLLM's own knobs, checked as vLLM's server checks them (and token ids against the
+    pool's vocabulary when its tokenizer is on local disk; else the engine refuses one
+    out of range, and the run ends with a client error). None: the default."""
+    vocab = vocab_size(pool.model)
+    if min_tokens is not None and (isinstance(min_tokens, bool) or not isinstance(min_tokens, int)
+                                   or not 0 <= min_tokens <= max_tokens):
+        raise InvalidInput(f"min_tokens must be an integer from 0 to max_tokens ({max_tokens})", field="min_tokens")
+    for name, value in (("return_token_ids", return_token_ids), ("tokens_as_ids", tokens_as_ids)):
+        if value is not None and not isinstance(value, bool):
+            raise InvalidInput(f"{name} must be true or false", field=name)
+    return {"min_tokens": min_tokens or 0, "logit_bias": _logit_bias(logit_bias, vocab),
+            "allowed_token_ids": _allowed_token_ids(allowed_token_ids, vocab), "guide": _guide(guide),
+            "prompt_logprobs": clean_logprobs(prompt_logprobs, field="prompt_logprobs"),
+            "return_token_ids": bool(return_token_ids), "tokens_as_ids": bool(tokens_as_ids)}
+
+
+def clean_token_id(value, *, field: str, vocab: int | None) -> int:
+    """A token id: an integer from 0, below the vocabulary's size when it is known."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_ID or (
+            vocab is not None and value >= vocab):
+        bound = f"below the model's vocabulary of {vocab}" if vocab is not None else f"at most {MAX_TOKEN_ID}"
+        raise InvalidInput(f"{field} must hold token ids: integers from 0, {bound}", field=field)
+    return value
+
+
+def _logit_bias(value, vocab: int | None) -> dict | None:
+    """OpenAI's logit_bias: {token id as a string: bias from -100 to 100}."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict) or len(value) > MAX_LOGIT_BIAS:
+        raise InvalidInput(f"logit_bias must be an object of at most {MAX_LOGIT_BIAS} token ids (as strings) to "
+                           "biases", field="logit_bias")
+    out = {}
+    for key, bias in value.items():
+        token = int(key) if isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 10 else None
+        if token is None:
+            raise InvalidInput(f"logit_bias: {key[:20]!r} is not a token id (an integer, as a string)",
+                               field="logit_bias")
+        clean_token_id(token, field="logit_bias", vocab=vocab)
+        out[str(token)] = _number(bias, field="logit_bias", lo=-100.0, hi=100.0)
+    return out
+
+
+def _allowed_token_ids(value, vocab: int | None) -> list | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_ALLOWED_TOKEN_IDS:
+        raise InvalidInput(f"allowed_token_ids must be a list of 1 to {MAX_ALLOWED_TOKEN_IDS} token ids",
+                           field="allowed_token_ids")
+    return [clean_token_id(v, field="allowed_token_ids", vocab=vocab) for v in value]
+
+
+def _guide(value) -> list | None:
+    """[kind, spec]: a regex, a list of choices, a grammar (text), or a structural tag (JSON
+    text); the engine compiles it (and refuses one it cannot: a client error)."""
+    if value is None:
+        return None
+    kind, spec = value
+    field = f"structured_outputs.{kind}"
+    if kind not in GUIDES:
+        raise InvalidInput(f"structured_outputs: one of {', '.join(GUIDES)} or json", field="structured_outputs")
+    if kind == "choice":
+        if (not isinstance(spec, list) or not 0 < len(spec) <= MAX_CHOICE_STRINGS
+                or not all(isinstance(c, str) and c and not has_surrogates(c) for c in spec)
+                or len(json.dumps(spec)) > MAX_SCHEMA_CHARS):
+            raise InvalidInput(f"{field} must be a list of 1 to {MAX_CHOICE_STRINGS} non-empty strings", field=field)
+        return [kind, json.dumps(spec)]
+    if kind == "structural_tag" and isinstance(spec, dict):
+        spec = json.dumps(spec)
+    if (not isinstance(spec, str) or not spec.strip() or len(spec) > MAX_SCHEMA_CHARS or "\x00" in spec
+            or has_surrogates(spec)):
+        raise InvalidInput(f"{field} must be a non-empty string of at most {MAX_SCHEMA_CHARS} characters",
+                           field=field)
+    if kind == "regex":
+        try:
+            re.compile(spec)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise InvalidInput(f"{field} is not a valid regular expression: {exc}", field=field) from None
+    return [kind, spec]

@@ -35,7 +35,8 @@ _SAVED = rows.Columns(GenerationRun, "s", exclude=("prompt_snapshot",))
 # value. Parameters: prompt tokens (NULL: kept), completion tokens, the run's id; status,
 # finished_at, completion tokens, finish reason, prompt tokens,
 # error (NULL: kept), first token's time (three times; NULL: kept), ITL (NULL: kept),
-# logprobs (JSON, saved only if the run asked for them); the reply's text and tokens.
+# logprobs (JSON, saved only if the run asked for them), details (JSON; NULL: kept); the
+# reply's text and tokens.
 _FINALIZE = rows.prepared(
     f'WITH r AS (SELECT g.id, g.tenant_id, g.queued_at, g.reserved_tokens, g.assistant_message_id, '
     f'(CASE WHEN g.choice_of_id IS NULL THEN COALESCE(%s::integer, g.prompt_tokens) ELSE 0 END) + %s::integer AS used, '
@@ -48,7 +49,8 @@ _FINALIZE = rows.prepared(
     f'ttft_ms = CASE WHEN %s::timestamptz IS NULL THEN g.ttft_ms '
     f'ELSE GREATEST(0, floor(extract(epoch FROM %s::timestamptz - g.queued_at) * 1000))::integer END, '
     f'itl_ms = COALESCE(%s::double precision, g.itl_ms), '
-    f'logprobs = CASE WHEN r.keeps_logprobs THEN %s::jsonb ELSE g.logprobs END '
+    f'logprobs = CASE WHEN r.keeps_logprobs THEN %s::jsonb ELSE g.logprobs END, '
+    f'details = COALESCE(%s::jsonb, g.details) '
     f'FROM r WHERE g.id = r.id RETURNING {_RUN.sql}), '
     # A continued reply's message already holds the text it carries on (empty otherwise).
     f'reply AS (UPDATE "{Message._meta.db_table}" m SET content = m.content || %s, '
@@ -118,4 +120,4 @@ def _parameters(run_id: int, reply: Reply) -> list:
     return [prompt_tokens, reply.completion_tokens, run_id,
             _status_for(terminal), timezone.now(), reply.completion_tokens, finish_reason, prompt_tokens, error,
             first_token_at, first_token_at, first_token_at, itl_ms, json.dumps(reply.logprobs or []),
-            reply.text, reply.completion_tokens]
+            None if (details := reply.details) is None else json.dumps(details), reply.text, reply.completion_tokens]
