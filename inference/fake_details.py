@@ -7,7 +7,7 @@ import math
 import random
 from collections import OrderedDict
 
-from inference.types import GenerationRequest, TokenLogprob
+from inference.types import GenerationRequest, PromptLogprob, TokenLogprob
 
 BLOCK_TOKENS = 16  # vLLM's default prefix-cache block
 MAX_CACHED_BLOCKS = 50_000
@@ -27,8 +27,8 @@ def named_by_id(items, ids) -> list[TokenLogprob]:
 
 
 def prompt_logprobs(tokenizer, request: GenerationRequest) -> tuple:
-    """None for the prompt's first token, then each token's log probability and the
-    request's `prompt_logprobs` likeliest alternatives, from a softmax whose weights
+    """None for the prompt's first token, then each token's log probability, its rank,
+    and the request's `prompt_logprobs` likeliest tokens, from a softmax whose weights
     depend only on the prompt up to that token."""
     ids, k = request.prompt_token_ids, request.prompt_logprobs
     out: list = [None] if ids else []
@@ -37,15 +37,13 @@ def prompt_logprobs(tokenizer, request: GenerationRequest) -> tuple:
         token = tokenizer.decode([ids[i]])
         rng = random.Random(f"{context.hexdigest()}:{ids[i]}")
         context.update(f",{ids[i]}".encode())
-        weights = {w: rng.random() * 3.0 for w in _ALTERNATIVES if w != token}
-        weights[token] = rng.random() * 3.0 + 1.0
+        candidates = {word_token_id(w): w for w in _ALTERNATIVES if w != token}
+        weights = {t: rng.random() * 3.0 for t in candidates}
+        candidates[ids[i]], weights[ids[i]] = token, rng.random() * 3.0 + 1.0
         norm = math.log(sum(math.exp(v) for v in weights.values()))
-        ranked = sorted(weights, key=lambda w: -weights[w])[:k]
-        if request.tokens_as_ids:
-            out.append(TokenLogprob(f"token_id:{ids[i]}", weights[token] - norm,
-                                    tuple((f"token_id:{word_token_id(w)}", weights[w] - norm) for w in ranked)))
-        else:
-            out.append(TokenLogprob(token, weights[token] - norm, tuple((w, weights[w] - norm) for w in ranked)))
+        ranked = sorted(weights, key=lambda t: -weights[t])
+        out.append(PromptLogprob(ids[i], token, weights[ids[i]] - norm, ranked.index(ids[i]) + 1,
+                                 tuple((t, candidates[t], weights[t] - norm) for t in ranked[:k])))
     return tuple(out)
 
 

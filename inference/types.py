@@ -26,6 +26,18 @@ class TokenLogprob(NamedTuple):
     top: tuple = ()
 
 
+class PromptLogprob(NamedTuple):
+    """One prompt token's log probability (vLLM's prompt_logprobs): its id and text, its
+    rank among the vocabulary, and the `top` most likely tokens at its position as
+    (id, text, logprob), most likely first. A tuple, so it goes to JSON with no conversion."""
+
+    token_id: int
+    token: str
+    logprob: float
+    rank: int | None
+    top: tuple = ()
+
+
 @dataclass(frozen=True)
 class GenerationRequest:
     """One generation: a prompt (token ids) and the sampling it runs with."""
@@ -60,7 +72,7 @@ class GenerationRequest:
     guide: tuple[str, str] | None = None
     # Per-token details beyond the text, asked for by few runs: the prompt's log
     # probabilities (k alternatives, as `logprobs`), each generated token's id, and
-    # tokens named "token_id:N" in log probabilities rather than by their text.
+    # generated tokens named "token_id:N" in log probabilities rather than by their text.
     prompt_logprobs: int | None = None
     token_ids: bool = False
     tokens_as_ids: bool = False
@@ -92,11 +104,11 @@ class DetailChunk(Chunk):
     """A chunk of a request that asked for details (GenerationRequest.detailed): one
     TokenLogprob per token (None when not asked for), the tokens' ids (empty when not
     asked for), and in the request's first chunk its prompt's log probabilities (one
-    per prompt token, None for the first, which has no context), if asked for."""
+    PromptLogprob per prompt token, None for the first, which has no context), if asked for."""
 
     logprobs: tuple[TokenLogprob, ...] | None = None
     token_ids: tuple[int, ...] = ()
-    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None
+    prompt_logprobs: tuple[PromptLogprob | None, ...] | None = None
 
 
 
@@ -127,7 +139,7 @@ class DetailStepDelta(StepDelta):
 
     logprobs: tuple[TokenLogprob, ...] | None = None
     token_ids: tuple[int, ...] = ()
-    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None
+    prompt_logprobs: tuple[PromptLogprob | None, ...] | None = None
 
 
 

@@ -8,7 +8,8 @@ from inference.cpu_affinity import colocate_engine_core
 from inference.specs import EngineSpec
 from inference.stat_logger import stat_loggers
 from inference.stream_interval import stream_interval
-from inference.types import Chunk, DetailChunk, EngineStats, GenerationRequest, RequestRefused, TokenLogprob
+from inference.types import (Chunk, DetailChunk, EngineStats, GenerationRequest, PromptLogprob, RequestRefused,
+                             TokenLogprob)
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +92,21 @@ def token_logprobs(token_ids, positions, k: int, *, as_ids: bool = False) -> tup
     return tuple(out)
 
 
-def prompt_token_logprobs(token_ids, positions, k: int, *, as_ids: bool = False) -> tuple:
+def prompt_token_logprobs(token_ids, positions, k: int) -> tuple:
     """A prompt's log probabilities (vLLM's prompt_logprobs: None for the first token,
-    then a position dict per token) as None and one TokenLogprob per later token."""
-    if not token_ids:
-        return ()
-    return (None, *token_logprobs(token_ids[1:], list(positions or ())[1:], k, as_ids=as_ids))
+    then a dict of token id -> Logprob per token, holding it and the k of rank 1..k) as
+    None and one PromptLogprob per later token."""
+    positions = list(positions or ())
+    out: list = [None] if token_ids else []
+    for i in range(1, len(token_ids)):
+        position = (positions[i] if i < len(positions) else None) or {}
+        token_id, own = token_ids[i], position.get(token_ids[i])
+        top = sorted(((t, lp) for t, lp in position.items() if lp.rank is not None and lp.rank <= k),
+                     key=lambda item: (item[1].rank, -item[1].logprob))
+        out.append(PromptLogprob(token_id, (own.decoded_token or "") if own else "",
+                                 _figure(own.logprob) if own else UNKNOWN_LOGPROB, own.rank if own else None,
+                                 tuple((t, lp.decoded_token or "", _figure(lp.logprob)) for t, lp in top)))
+    return tuple(out)
 
 
 def _details(request: GenerationRequest, output, completion) -> dict:
@@ -107,7 +117,7 @@ def _details(request: GenerationRequest, output, completion) -> dict:
         out["logprobs"] = token_logprobs(completion.token_ids, completion.logprobs, request.logprobs, as_ids=as_ids)
     if request.prompt_logprobs is not None and output.prompt_logprobs:  # the first output only
         out["prompt_logprobs"] = prompt_token_logprobs(output.prompt_token_ids, output.prompt_logprobs,
-                                                       request.prompt_logprobs, as_ids=as_ids)
+                                                       request.prompt_logprobs)
     return out
 
 

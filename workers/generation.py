@@ -97,7 +97,7 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
         logit_bias=tuple((int(k), v) for k, v in (s.get("logit_bias") or {}).items()),
         allowed_token_ids=tuple(allowed) if allowed is not None else None,
         guide=tuple(guide) if guide is not None else None, prompt_logprobs=s.get("prompt_logprobs"),
-        token_ids=bool(s.get("return_token_ids")), tokens_as_ids=bool(s.get("tokens_as_ids")),
+        token_ids=bool(s.get("return_token_ids")), tokens_as_ids=bool(s.get("return_tokens_as_token_ids")),
     )
 
 
@@ -122,14 +122,20 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
 def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
     """What a run's first token entry says of its prompt beyond the engine's report, and
     whether its entries carry token ids: only for a /v1 run that asked (vLLM's
-    return_token_ids, a token-id prompt echoed, prompt log probabilities)."""
+    return_token_ids, a token-id prompt echoed, prompt log probabilities, usage on
+    every chunk)."""
     s = run.sampling
+    prompt = plan.token_ids[:len(plan.token_ids) - plan.num_carried_tokens]
     extra = {}
     if s.get("return_token_ids"):
-        extra["prompt_ids"] = plan.token_ids[:len(plan.token_ids) - plan.num_carried_tokens]
+        extra["prompt_ids"] = prompt
     if s.get("echo") and s.get("prompt_token_ids") is not None:
         extra["prompt_text"] = rt.host.decode(s["prompt_token_ids"])
+    if s.get("continuous_usage_stats"):  # usage on every chunk, from the first
+        extra["prompt_tokens"] = len(prompt)
     asked = s.get("prompt_logprobs") is not None
+    if asked and prompt:  # the engine gives no figure for the first token: its text, for an echo
+        extra["prompt_first"] = [prompt[0], rt.host.decode(prompt[:1])]
     return {"token_ids": bool(s.get("return_token_ids")), "prompt_logprobs": asked,
             "prompt_extra": extra if extra or asked else None}
 

@@ -10,7 +10,7 @@ from chatsite.openai_api.request import CompletionRequest
 from chatsite.openai_api.tools import ToolUse
 from chatsite.pools.selectors import pool_for_tenant
 from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
-                                    pool_takes_tools)
+                                    decode_tokens, pool_takes_tools)
 from chatsite.quotas.services import refusals_counted
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.selectors import run_choices, run_choices_admitted
@@ -46,28 +46,56 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
     if idempotency_key:
         earlier = _earlier(key, idempotency_key, request.digest)
         if earlier is not None:
-            return Submitted(run_choices(earlier), replayed=True)
+            return Submitted(_replayed(earlier, idempotency_key, request), replayed=True)
     if request.tools is not None:
         _refuse_tools_unless_template_has_them(key.tenant, request.model, request.tools)
     try:
         with refusals_counted(key.tenant), transaction.atomic():
-            chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model,
-                                            history=request.history)
-            run = run_submit(chat=chat, content=request.content, source=GenerationRun.Source.OPENAI,
-                             idempotency_key=idempotency_key, raw_prompt=request.raw_prompt, choices=request.n,
-                             tool_call_id=request.tool_call_id, **request.sampling)
-            _refuse_if_trimmed(run, request)
-            if request.tool_use is not None:
-                tool_use_attach(run=run, tool_use=request.tool_use)
-            if idempotency_key:
-                GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
-                run.request_digest = request.digest
-            return Submitted(run_choices_admitted(run), replayed=False)
+            prompts = [(request.content, request.prompt_token_ids), *request.more_prompts]
+            runs = []
+            for i, (text, token_ids) in enumerate(prompts):  # a text completion's prompts: one run each, n choices
+                runs += _submit_one(key, request, text, token_ids, prompt_key(idempotency_key, i))
+            return Submitted(runs, replayed=False)
     except Conflict as exc:
         # A call with the same key committed first (run_submit sees its run in another chat).
         if exc.field != IDEMPOTENCY_FIELD or (earlier := _earlier(key, idempotency_key, request.digest)) is None:
             raise
-        return Submitted(run_choices(earlier), replayed=True)
+        return Submitted(_replayed(earlier, idempotency_key, request), replayed=True)
+
+
+def prompt_key(idempotency_key: str, i: int) -> str:
+    """The idempotency key of a text completion's prompt `i`: the call's for the first,
+    and one derived from it for the others, so a repeat finds every prompt's runs."""
+    return idempotency_key if not idempotency_key or i == 0 else f"{idempotency_key[:180]}#prompt{i}"
+
+
+def _replayed(earlier: GenerationRun, idempotency_key: str, request: CompletionRequest) -> list[GenerationRun]:
+    runs = run_choices(earlier)
+    for i in range(1, 1 + len(request.more_prompts)):
+        head = GenerationRun.objects.filter(tenant_id=earlier.tenant_id,
+                                            idempotency_key=prompt_key(idempotency_key, i)).first()
+        runs += run_choices(head) if head is not None else []
+    return runs
+
+
+def _submit_one(key: ApiKey, request: CompletionRequest, text: str | None, token_ids: list | None,
+                idempotency_key: str) -> list[GenerationRun]:
+    """One prompt's chat and its n runs, inside the call's transaction."""
+    chat = chat_create_with_history(tenant=key.tenant, owner=key.user, model=request.model, history=request.history)
+    sampling = request.sampling
+    if token_ids is not None:  # the message keeps the prompt's text as the pool's tokenizer reads it
+        sampling = {**sampling, "prompt_token_ids": token_ids}
+        text = decode_tokens(chat.pool.model, token_ids) or f"[a prompt of {len(token_ids)} token ids]"
+    run = run_submit(chat=chat, content=text, source=GenerationRun.Source.OPENAI, idempotency_key=idempotency_key,
+                     raw_prompt=request.raw_prompt, choices=request.n, tool_call_id=request.tool_call_id,
+                     role=request.role, **sampling)
+    _refuse_if_trimmed(run, request)
+    if request.tool_use is not None:
+        tool_use_attach(run=run, tool_use=request.tool_use)
+    if idempotency_key:
+        GenerationRun.objects.filter(pk=run.pk).update(request_digest=request.digest)
+        run.request_digest = request.digest
+    return run_choices_admitted(run)
 
 
 def _refuse_if_trimmed(run: GenerationRun, request: CompletionRequest) -> None:
@@ -106,12 +134,14 @@ def _refuse_tools_unless_template_has_them(tenant, model: str, param: str) -> No
 def tool_use_attach(*, run: GenerationRun, tool_use: ToolUse) -> None:
     """Give a just-admitted run (not yet dispatched: that waits for the commit) its tools:
     the worker renders them into the prompt, and a reply that must call a function is
-    constrained to the call's JSON (vLLM structured outputs). Raises InvalidInput
+    constrained to the call's JSON (vLLM structured outputs); with `auto` and the run's
+    own response_format, to that format's content or calls. Raises InvalidInput
     (field tools, code context_length_exceeded) when the definitions with the messages
     leave no room for the reply: the caller's transaction then writes nothing."""
     _refuse_if_tools_overflow(run, tool_use)
-    sampling = {**run.sampling, "tools": tool_use.as_run_tools()}
-    constraint = tool_use.constraint()
+    content_format = run.sampling.get("response_format")  # the call's own, cleaned by admission
+    sampling = {**run.sampling, "tools": tool_use.as_run_tools(content_format=content_format)}
+    constraint = tool_use.constraint(content_format)
     if constraint is not None:
         sampling["response_format"] = constraint
     GenerationRun.objects.filter(pk=run.pk).update(sampling=sampling)

@@ -7,6 +7,8 @@ the one reader of it, so resuming or replaying a stream gives the same calls.
   (constrained by its schema), streamed as the call's arguments as they come;
 - `required`: the reply is a JSON list of {"name", "arguments"} (constrained), read
   when it is complete;
+- `auto` with a response_format (`json` in the run's tools): the reply is JSON, read
+  when it is complete: a list of calls of offered functions, or else content;
 - `auto`: the model writes Hermes blocks, `<tool_call>{"name", "arguments"}</tool_call>`
   (or a list of such objects in one block); text outside them is content. Text that
   could be the start of a block is held back until it is known not to be, so the
@@ -45,6 +47,7 @@ class ReplyReader:
 
     def __init__(self, tools: dict, *, call_id_prefix: str):
         self._choice = tools["choice"]
+        self._json = tools.get("json", False)  # an `auto` reply constrained to content or calls
         self._parallel = tools.get("parallel", True)
         self._names = {d["function"]["name"] for d in tools["definitions"]}
         self._prefix = call_id_prefix
@@ -59,11 +62,14 @@ class ReplyReader:
         if isinstance(self._choice, dict):
             return self._named(text)
         self._buf += text
-        return [] if self._choice == "required" else self._scan(final=False)
+        return [] if self._choice == "required" or self._json else self._scan(final=False)
 
     def finish(self) -> list:
         if isinstance(self._choice, dict):
             return self._named("") if self.num_calls == 0 else []
+        if self._json:
+            calls = _calls_in(self._buf) if self._buf.lstrip().startswith("[") else None
+            return self._calls(calls) if calls is not None and self._known(calls) else [Content(self._buf)]
         if self._choice == "required":
             calls = _calls_in(self._buf)
             return self._calls(calls) if calls is not None and self._known(calls) else [Content(self._buf)]

@@ -82,3 +82,9 @@ def vocab_size(model: str) -> int | None:
     local disk; None otherwise."""
     tokenizer = _tokenizer(model)
     return None if tokenizer is None else tokenizer.get_vocab_size(with_added_tokens=True)
+
+
+def decode_tokens(model: str, token_ids: list[int]) -> str | None:
+    """The text of `token_ids` for `model`, when its tokenizer is on local disk; None otherwise."""
+    tokenizer = _tokenizer(model)
+    return None if tokenizer is None else tokenizer.decode(token_ids, skip_special_tokens=False)

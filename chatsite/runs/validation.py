@@ -3,7 +3,7 @@ import json
 import math
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from jsonschema import Draft202012Validator, SchemaError
@@ -38,14 +38,9 @@ class Sampling:
     response_format: dict | None = None
     # None, or k: every token's log probability and the k most likely alternatives (0..20).
     logprobs: int | None = None
-    # vLLM's own request knobs (VLLM_DEFAULTS), kept on the run only when asked for.
-    min_tokens: int = 0
-    logit_bias: dict | None = None  # {"token id": bias}
-    allowed_token_ids: list | None = None
-    guide: list | None = None  # [kind, spec]: a regex, choice, grammar or structural tag constraint
-    prompt_logprobs: int | None = None
-    return_token_ids: bool = False
-    tokens_as_ids: bool = False
+    # vLLM's own request knobs and a /v1 call's prompt options (chatsite.runs.vllm_knobs),
+    # kept on the run only when they are not the default.
+    vllm: dict = field(default_factory=dict)
 
     def as_run_sampling(self) -> dict:
         """What GenerationRun.sampling holds (max_tokens and seed have columns of their own);
@@ -56,19 +51,8 @@ class Sampling:
                "repetition_penalty": self.repetition_penalty, "response_format": self.response_format}
         if self.logprobs is not None:
             out["logprobs"] = self.logprobs
-        out.update((name, getattr(self, name)) for name, default in VLLM_DEFAULTS.items()
-                   if getattr(self, name) != default)
+        out.update((name, value) for name, value in self.vllm.items() if value != VLLM_DEFAULTS[name])
         return out
-
-
-# vLLM's knobs a run may carry in its sampling, and their defaults (absent: the default).
-VLLM_DEFAULTS = {"min_tokens": 0, "logit_bias": None, "allowed_token_ids": None, "guide": None,
-                 "prompt_logprobs": None, "return_token_ids": False, "tokens_as_ids": False}
-GUIDES = ("regex", "choice", "grammar", "structural_tag")
-MAX_LOGIT_BIAS = 1024  # tokens biased in one request
-MAX_ALLOWED_TOKEN_IDS = 65_536
-MAX_CHOICE_STRINGS = 256
-MAX_TOKEN_ID = 2**31 - 1
 
 
 def has_surrogates(value: str) -> bool:
@@ -139,7 +123,7 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
                     **_clean_penalties(top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
                                        presence_penalty=presence_penalty, repetition_penalty=repetition_penalty),
                     response_format=clean_response_format(response_format), logprobs=clean_logprobs(logprobs),
-                    **clean_vllm_knobs(pool, max_tokens=max_tokens, **vllm))
+                    vllm=clean_vllm_knobs(pool, max_tokens=max_tokens, **vllm))
 
 
 def clean_logprobs(value, *, field: str = "top_logprobs", most: int = MAX_TOP_LOGPROBS) -> int | None:
@@ -206,23 +190,41 @@ def clean_response_format(value) -> dict | None:
                            field="response_format.json_schema.strict")
     return {"type": "json_schema", "name": name, "schema": schema}
 
+# vLLM's knobs and a /v1 call's prompt options a run may carry in its sampling, and their
+# defaults (absent from the run's sampling: the default).
+VLLM_DEFAULTS = {"min_tokens": 0, "logit_bias": None, "allowed_token_ids": None, "guide": None,
+                 "prompt_logprobs": None, "return_token_ids": False, "return_tokens_as_token_ids": False,
+                 "prompt_token_ids": None, "echo": False, "add_generation_prompt": None,
+                 "continuous_usage_stats": False}
+GUIDES = ("regex", "choice", "grammar", "structural_tag")
+MAX_LOGIT_BIAS = 1024  # tokens biased in one request
+MAX_ALLOWED_TOKEN_IDS = 65_536
+MAX_CHOICE_STRINGS = 256
+MAX_TOKEN_ID = 2**31 - 1
+
 
 def clean_vllm_knobs(pool, *, max_tokens: int, min_tokens=None, logit_bias=None, allowed_token_ids=None, guide=None,
-                     prompt_logprobs=None, return_token_ids=None, tokens_as_ids=None) -> dict:
-    """vLLM's own knobs, checked as vLLM's server checks them (and token ids against the
-    pool's vocabulary when its tokenizer is on local disk; else the engine refuses one
-    out of range, and the run ends with a client error). None: the default."""
+                     prompt_logprobs=None, prompt_token_ids=None, add_generation_prompt=None, **flags) -> dict:
+    """vLLM's own knobs and a /v1 call's prompt options (VLLM_DEFAULTS), checked as
+    vLLM's server checks them: token ids against the pool's vocabulary when its
+    tokenizer is on local disk (else the engine refuses one out of range, and the run
+    ends with a client error). None: the default."""
     vocab = vocab_size(pool.model)
     if min_tokens is not None and (isinstance(min_tokens, bool) or not isinstance(min_tokens, int)
                                    or not 0 <= min_tokens <= max_tokens):
         raise InvalidInput(f"min_tokens must be an integer from 0 to max_tokens ({max_tokens})", field="min_tokens")
-    for name, value in (("return_token_ids", return_token_ids), ("tokens_as_ids", tokens_as_ids)):
-        if value is not None and not isinstance(value, bool):
+    for name in ("return_token_ids", "return_tokens_as_token_ids", "echo", "continuous_usage_stats"):
+        if flags.get(name) is not None and not isinstance(flags[name], bool):
             raise InvalidInput(f"{name} must be true or false", field=name)
+    if add_generation_prompt is not None and not isinstance(add_generation_prompt, bool):
+        raise InvalidInput("add_generation_prompt must be true or false", field="add_generation_prompt")
     return {"min_tokens": min_tokens or 0, "logit_bias": _logit_bias(logit_bias, vocab),
-            "allowed_token_ids": _allowed_token_ids(allowed_token_ids, vocab), "guide": _guide(guide),
-            "prompt_logprobs": clean_logprobs(prompt_logprobs, field="prompt_logprobs"),
-            "return_token_ids": bool(return_token_ids), "tokens_as_ids": bool(tokens_as_ids)}
+            "allowed_token_ids": _token_ids(allowed_token_ids, "allowed_token_ids", vocab, MAX_ALLOWED_TOKEN_IDS),
+            "guide": _guide(guide), "prompt_logprobs": clean_logprobs(prompt_logprobs, field="prompt_logprobs"),
+            "prompt_token_ids": _token_ids(prompt_token_ids, "prompt", vocab, pool.context_length),
+            "add_generation_prompt": add_generation_prompt,
+            **{name: bool(flags.get(name)) for name in ("return_token_ids", "return_tokens_as_token_ids", "echo",
+                                                        "continuous_usage_stats")}}
 
 
 def clean_token_id(value, *, field: str, vocab: int | None) -> int:
@@ -252,13 +254,12 @@ def _logit_bias(value, vocab: int | None) -> dict | None:
     return out
 
 
-def _allowed_token_ids(value, vocab: int | None) -> list | None:
+def _token_ids(value, field: str, vocab: int | None, most: int) -> list | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not 0 < len(value) <= MAX_ALLOWED_TOKEN_IDS:
-        raise InvalidInput(f"allowed_token_ids must be a list of 1 to {MAX_ALLOWED_TOKEN_IDS} token ids",
-                           field="allowed_token_ids")
-    return [clean_token_id(v, field="allowed_token_ids", vocab=vocab) for v in value]
+    if not isinstance(value, list) or not 0 < len(value) <= most:
+        raise InvalidInput(f"{field} must be a list of 1 to {most} token ids", field=field)
+    return [clean_token_id(v, field=field, vocab=vocab) for v in value]
 
 
 def _guide(value) -> list | None:

@@ -21,7 +21,9 @@ def test_the_prompts_log_probabilities_start_with_none_and_name_each_token():
     figures = prompt_logprobs(tokenizer, GenerationRequest("r", ids, max_tokens=1, prompt_logprobs=2))
     assert figures[0] is None and len(figures) == len(ids)
     assert "".join(f.token for f in figures[1:]) == tokenizer.decode(ids[1:])
-    assert all(f.logprob < 0 and len(f.top) == 2 for f in figures[1:])
+    assert [f.token_id for f in figures[1:]] == ids[1:]
+    assert all(f.logprob < 0 and len(f.top) == 2 and f.rank >= 1 for f in figures[1:])
+    assert all((f.rank == 1) == (f.top[0][0] == f.token_id) for f in figures[1:])
     assert figures == prompt_logprobs(tokenizer, GenerationRequest("r", ids, max_tokens=1, prompt_logprobs=2))
 
 

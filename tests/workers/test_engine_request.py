@@ -42,7 +42,7 @@ def test_logprobs_reach_the_engine_request_only_when_saved():
 def test_vllms_own_knobs_reach_the_engine_request_only_when_saved():
     req = engine_request(_run({"min_tokens": 5, "logit_bias": {"17": -100.0, "3": 2.5}, "allowed_token_ids": [3, 17],
                                "guide": ["regex", "[ab]+"], "prompt_logprobs": 2, "return_token_ids": True,
-                               "tokens_as_ids": True}),
+                               "return_tokens_as_token_ids": True}),
                          request_id="r", prompt_token_ids=[1], max_tokens=4)
     assert (req.min_tokens, req.logit_bias, req.allowed_token_ids, req.guide) == (
         4, ((17, -100.0), (3, 2.5)), (3, 17), ("regex", "[ab]+"))  # min_tokens no more than the tokens left

@@ -122,11 +122,11 @@ def test_a_run_that_did_not_ask_writes_plain_token_entries(writer):
 
 
 def test_a_run_that_asked_for_details_writes_them_and_the_prompts_in_its_first_entry_only(writer):
-    from inference.types import DetailStepDelta, TokenLogprob
+    from inference.types import DetailStepDelta, PromptLogprob
 
     run = active(lease.acquire(RUN, "w"), token_ids=True, prompt_extra={"prompt_ids": [5, 6]}, prompt_logprobs=True)
     writer.register(run)
-    rid, prompt = run.request_id, (None, TokenLogprob("b", -1.5, ()))
+    rid, prompt = run.request_id, (None, PromptLogprob(6, "b", -1.5, 2, ((7, "c", -0.5),)))
     writer.on_step([DetailStepDelta(rid, "Hel", 1, token_ids=(11,), prompt_logprobs=prompt)])
     writer.on_step([DetailStepDelta(rid, "lo", 1, token_ids=(12,)),
                     StepDelta(rid, "", 0, finished=True, finish_reason="stop", num_prompt_tokens=2,
@@ -134,7 +134,8 @@ def test_a_run_that_asked_for_details_writes_them_and_the_prompts_in_its_first_e
     assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
     reply = log.read(RUN)
     assert reply.text == "Hello" and reply.logprobs is None  # not asked for
-    assert reply.details == {"ids": [11, 12], "prompt_ids": [5, 6], "prompt_logprobs": [None, ["b", -1.5, []]],
+    assert reply.details == {"ids": [11, 12], "prompt_ids": [5, 6], "prompt_logprobs": [None, [6, "b", -1.5, 2,
+                                                                                            [[7, "c", -0.5]]]],
                              "cached_tokens": 2}  # no more cached than the prompt billed
 
 

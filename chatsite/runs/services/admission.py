@@ -45,6 +45,7 @@ class Turn:
     tokens: int = 0  # SEND: its tokens
     edit_of: Message | None = None  # SEND: the message this one is a new version of
     tool_call_id: str = ""  # SEND: the message is a tool's result for this call (role tool), not the user's
+    role: str = ""  # SEND: the message's role when not the user's (a /v1 prefill, a system message alone)
     asked: Message | None = None  # REGENERATE, CONTINUE: the user message answered
     continued: Message | None = None  # CONTINUE: the reply carried on
 
@@ -66,7 +67,7 @@ class Order:
 def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str = "interactive",
                source: str = GenerationRun.Source.API, idempotency_key: str = "",
                model: str | None = None, raw_prompt: bool = False, tool_call_id: str = "", choices: int = 1,
-               **sampling) -> GenerationRun:
+               role: str = Message.Role.USER, **sampling) -> GenerationRun:
     """Save the user's message (after the chat's chosen path, or as a new version of
     `edit_of`, a user message of the chat), an empty assistant message and a queued
     run, then (after commit) hand the run to its queue. A repeated `idempotency_key`
@@ -78,6 +79,8 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     model gets `content` as it is, with no chat template and none of the chat's
     earlier messages (a text completion). `tool_call_id`: the message is a function's
     result (role tool) answering that call of the chat's last reply, not the user's.
+    `role` assistant: the message is the start of the reply, which the model carries on
+    (its run's reply holds the new text); system: a system message the model answers.
     `choices` (1..MAX_CHOICES) answers the
     message with that many sibling replies, each its own run with its own seed
     (choices.choice_seeds), admitted together (rate limit: one request; budget: the
@@ -100,7 +103,8 @@ def run_submit(*, chat: Chat, content, edit_of: Message | None = None, tier: str
     pool = _pool(chat, model)
     sampling = _sampling(chat, pool, **sampling)
     tokens = count_tokens(pool.model, content)
-    turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of, tool_call_id=tool_call_id)
+    turn = Turn(SEND, content=content, tokens=tokens, edit_of=edit_of, tool_call_id=tool_call_id,
+                role="" if role == Message.Role.USER else role)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
     return _admit(chat, turn, Order(pool, sampling, tier, source, idempotency_key, room, raw_prompt, choices))
 
@@ -274,7 +278,7 @@ def _messages(chat: Chat, turn: Turn, leaf: tuple[int | None, int | None],
             parent_id, depth = turn.edit_of.parent_id, turn.edit_of.depth
         else:
             parent_id, depth = leaf[0], 0 if leaf[0] is None else leaf[1] + 1
-        role = Message.Role.TOOL if turn.tool_call_id else Message.Role.USER
+        role = turn.role or (Message.Role.TOOL if turn.tool_call_id else Message.Role.USER)
         asked = Message(chat=chat, parent_id=parent_id, depth=depth, role=role, content=turn.content,
                         token_count=turn.tokens, tool_call_id=turn.tool_call_id)
         anchor = parent_id
