@@ -44,8 +44,9 @@ def echo(run, record) -> dict:
             "metadata": record.metadata}
 
 
-def usage(input_tokens: int, output_tokens: int) -> dict:
-    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+def usage(input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict:
+    """The Responses usage; `cached_tokens`: the input tokens the engine's prefix cache served."""
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached_tokens},
             "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens}
 
@@ -95,7 +96,7 @@ def finished_object(base: dict, run_id: int, *, text: str, output_tokens: int, t
     status, item_status = STATUS_OF.get(terminal.finish_reason, ("completed", "completed"))
     prompt_tokens = int(terminal.usage.get("prompt_tokens", 0))
     return response_object(base, status=status, output=[message_item(run_id, item_status, text, logprobs)],
-                           usage=usage(prompt_tokens, output_tokens),
+                           usage=usage(prompt_tokens, output_tokens, int(terminal.usage.get("cached_tokens", 0))),
                            incomplete_reason=INCOMPLETE_REASON.get(terminal.finish_reason))
 
 
