@@ -48,7 +48,7 @@ def completion_submit(*, key: ApiKey, request: CompletionRequest, idempotency_ke
         if earlier is not None:
             return Submitted(_replayed(earlier, idempotency_key, request), replayed=True)
     if request.tools is not None:
-        _refuse_tools_unless_template_has_them(key.tenant, request.model, request.tools)
+        refuse_tools_unless_template_has_them(key.tenant, request.model, request.tools)
     try:
         with refusals_counted(key.tenant), transaction.atomic():
             prompts = [(request.content, request.prompt_token_ids), *request.more_prompts]
@@ -121,7 +121,7 @@ def _earlier(key: ApiKey, idempotency_key: str, digest: str) -> GenerationRun | 
     return run
 
 
-def _refuse_tools_unless_template_has_them(tenant, model: str, param: str) -> None:
+def refuse_tools_unless_template_has_them(tenant, model: str, param: str) -> None:
     """Tools reach the model only through its chat template: refuse them, naming the
     parameter and the pool, when the pool's template does not read `tools`."""
     pool = pool_for_tenant(tenant, model)

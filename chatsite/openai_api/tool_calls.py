@@ -177,7 +177,11 @@ def _calls_in(text: str) -> list[tuple[str, str]] | None:
 def read_whole(text: str, tools: dict, *, call_id_prefix: str) -> tuple[str | None, list[Call]]:
     """(content, calls) of a whole reply; content is None when the reply is only calls."""
     reader = ReplyReader(tools, call_id_prefix=call_id_prefix)
-    events = reader.feed(text) + reader.finish()
+    return read_events(reader.feed(text) + reader.finish())
+
+
+def read_events(events: list) -> tuple[str | None, list[Call]]:
+    """(content, calls) the reader's events spell; content is None when there are only calls."""
     content = "".join(e.text for e in events if isinstance(e, Content))
     calls: dict[int, Call] = {}
     for e in events:

@@ -5,7 +5,9 @@ from chatsite.openai_api.responses_events import OPENING_EVENTS, ResponseEvents
 from chatsite.runs.stream import codec
 
 BASE = {"id": "resp_7", "created_at": 1, "background": False, "instructions": None, "max_output_tokens": 10,
-        "model": "flagship", "previous_response_id": None, "temperature": 0.7, "top_p": 1.0, "metadata": {}}
+        "model": "flagship", "previous_response_id": None, "temperature": 0.7, "top_p": 1.0, "metadata": {},
+        "tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "text": {"format": {"type": "text"}},
+        "store": True, "run_tools": None}
 
 
 def _tokens(*texts):

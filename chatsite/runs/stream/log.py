@@ -203,6 +203,11 @@ def _take_extra(reply: Reply, extra: dict) -> None:
             reply.extra.setdefault(key, value)
 
 
+def discard(run_id: int) -> None:
+    """Delete a finished run's stream before its TTL (its reply is not to be kept)."""
+    get_redis().delete(redis_keys.run_stream(run_id))
+
+
 def entries(run_id: int) -> list[Entry]:
     """Every entry of the run's stream, in order ([] when the stream is gone)."""
     return [codec.decode(eid, f) for eid, f in get_redis().xrange(redis_keys.run_stream(run_id))]
