@@ -59,3 +59,32 @@ def test_a_snapshot_is_the_whole_text_in_one_delta_and_a_background_one_opens_qu
     assert decoded[0]["response"]["status"] == "queued" and decoded[1]["response"]["status"] == "in_progress"
     assert [e["delta"] for e in decoded if e["type"] == "response.output_text.delta"] == ["Hello there"]
     assert decoded[-1]["response"]["usage"]["output_tokens"] == 4 and len(decoded) == OPENING_EVENTS + 1 + 4
+
+
+def test_a_tool_runs_items_begin_as_its_reply_is_read_and_read_again_are_the_same_bytes():
+    from chatsite.openai_api.responses_events import events_for
+
+    tools = {"definitions": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+             "choice": "auto", "parallel": True}
+    base = {**BASE, "run_tools": tools}
+    pieces = ["Let me ", "check.\n<tool", '_call>{"name": "f", "arg', 'uments": {"x": 1}}</tool_call>']
+    done = codec.done_entry(finish_reason="stop", prompt_tokens=3, completion_tokens=8, entry_id="9-0")
+
+    def read():
+        events = events_for(base, 7, logprobs=False)
+        return events.opening() + [e for entry in _tokens(*pieces) + [done] for e in events.feed(entry)]
+
+    events = read()
+    assert [n for n, _ in events] == list(range(len(events))) and read() == events
+    decoded = _decoded(events)
+    assert [e["type"] for e in decoded] == [
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+        "response.output_text.delta", "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done", "response.output_text.done",
+        "response.content_part.done", "response.output_item.done", "response.completed"]
+    final = decoded[-1]["response"]
+    assert [i["type"] for i in final["output"]] == ["message", "function_call"]
+    assert final["output"][0]["content"][0]["text"] == "Let me check." == decoded[10]["text"]
+    assert final["output"][1] == decoded[9]["item"] and final["output"][1]["arguments"] == '{"x": 1}'
+    assert final["output"][1]["call_id"] == "call_7_0" and final["output"][1]["id"] == "fc_7_0"
