@@ -18,6 +18,7 @@ the last (or an abort) with whatever remains (vLLM's DELTA outputs). A benchmark
 the hand-offs per token a worker sees on the real engine, not one per token.
 """
 import asyncio
+import dataclasses
 import hashlib
 import json
 import math
@@ -30,6 +31,7 @@ from inference.types import Chunk, DetailChunk, EngineStats, GenerationRequest, 
 
 FAIL_MARKER = "[[engine-fail]]"
 TOOLS_OPEN = "<|tools|>\n"
+ASSISTANT_OPEN = "<|assistant|>\n"  # the generation prompt CharTokenizer's template ends with
 PIECE_CHARS = 3  # a JSON or tool-call reply's characters per token
 MAX_LAG_SECONDS = 0.1  # how far the step clock may fall behind (see _steps)
 _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", "read",
@@ -50,7 +52,7 @@ class CharTokenizer:
             calls = "".join(f"<tool_call>{json.dumps(c.get('function'))}</tool_call>"
                             for c in m.get("tool_calls") or ())
             text += f"<|{m['role']}|>\n{m['content']}{calls}<|end|>\n"
-        return text + ("<|assistant|>\n" if add_generation_prompt else "")
+        return text + (ASSISTANT_OPEN if add_generation_prompt else "")
 
     def encode(self, text, add_special_tokens=False):
         data = text.encode()
@@ -135,6 +137,31 @@ class FakeBackend:
         await asyncio.sleep(self.startup_seconds)
 
     def reply_words(self, request: GenerationRequest) -> list[str]:
+        """The reply's words (a constrained reply's pieces). A prompt that carries on a
+        reply this engine began (earlier attempts' text after the generation prompt: a
+        worker that died) gets the rest of that reply, as a model would write it."""
+        begun = self._begun(request)
+        if begun is not None:
+            base_ids, text = begun
+            whole = self._fresh_words(dataclasses.replace(request, prompt_token_ids=base_ids,
+                                                          max_tokens=request.max_tokens + len(text)))
+            written = ""
+            for k, word in enumerate(whole):
+                if written == text:
+                    return whole[k:k + request.max_tokens]
+                written += word
+        return self._fresh_words(request)
+
+    def _begun(self, request: GenerationRequest) -> tuple[list[int], str] | None:
+        """(the prompt's ids up to the assistant's turn, the text after it), or None."""
+        prompt = self.tokenizer.decode(request.prompt_token_ids)
+        start = prompt.rfind(ASSISTANT_OPEN)
+        if start < 0 or start + len(ASSISTANT_OPEN) == len(prompt):
+            return None
+        cut = start + len(ASSISTANT_OPEN)
+        return self.tokenizer.encode(prompt[:cut]), prompt[cut:]
+
+    def _fresh_words(self, request: GenerationRequest) -> list[str]:
         digest = hashlib.sha256(repr(request.prompt_token_ids).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ (request.seed or 0))
         text = self._structured(request, rng)
