@@ -53,29 +53,41 @@ class ResponseEvents:
         if entry.type == codec.TOKEN:
             self.text += entry.text
             self.output_tokens += entry.n
-            return [self._event("response.output_text.delta", **self._where(), delta=entry.text,
-                                logprobs=self._take(entry.logprobs))]
+            return self._said(entry.text, entry.logprobs)
         if entry.type == codec.SNAPSHOT:  # the whole saved text, in place of what came before
-            delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
-            taken = 0 if self.logprobs is None or delta == entry.text else len(self.logprobs)
-            if self.logprobs is not None:
-                self.logprobs = self.logprobs[:taken]
-            self.text, self.output_tokens = entry.text, entry.n
-            return [self._event("response.output_text.delta", **self._where(), delta=delta,
-                                logprobs=self._take((entry.logprobs or [])[taken:]))] if delta else []
+            return self._replaced(entry)
         final = wire.finished_object(self.base, self.run_id, text=self.text, output_tokens=self.output_tokens,
                                      terminal=entry, logprobs=self.logprobs)
         if entry.type == codec.ERROR:
             return [self._event("response.failed", response=final)]
+        return self._closing(final)
+
+    def _said(self, text: str, logprobs) -> list[tuple[int, bytes]]:
+        """The events of new text of the reply (and its tokens' logprobs)."""
+        return [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=self._take(logprobs))]
+
+    def _replaced(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
+        delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
+        taken = 0 if self.logprobs is None or delta == entry.text else len(self.logprobs)
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs[:taken]
+        self.text, self.output_tokens = entry.text, entry.n
+        return self._said(delta, (entry.logprobs or [])[taken:]) if delta else []
+
+    def _closing(self, final: dict) -> list[tuple[int, bytes]]:
+        """The events that end a reply that did not fail: its items done, then the response."""
         item = final["output"][0]
         return [
             self._event("response.output_text.done", **self._where(), text=self.text,
                         logprobs=wire.token_logprobs(self.logprobs)),
             self._event("response.content_part.done", **self._where(), part=wire.text_part(self.text, self.logprobs)),
             self._event("response.output_item.done", output_index=0, item=item),
-            self._event("response.completed" if final["status"] == "completed" else "response.incomplete",
-                        response=final),
+            self._ended(final),
         ]
+
+    def _ended(self, final: dict) -> tuple[int, bytes]:
+        return self._event("response.completed" if final["status"] == "completed" else "response.incomplete",
+                           response=final)
 
     def _take(self, items) -> list:
         """A delta's logprobs in the wire shape, kept for the closing events ([] when not asked for)."""
@@ -108,19 +120,15 @@ class ToolResponseEvents(ResponseEvents):
     def opening(self) -> list[tuple[int, bytes]]:
         return self._begun()  # no item until the reply says which
 
-    def feed(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
-        if entry.type in (codec.TOKEN, codec.SNAPSHOT):
-            delta = entry.text
-            if entry.type == codec.SNAPSHOT:  # the whole saved text, after what came before
-                delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
-                self.text, self.output_tokens = "", 0
-            self.text += delta
-            self.output_tokens += entry.n
-            return self._read(self.reader.feed(delta))
-        final = wire.finished_object(self.base, self.run_id, text=self.text, output_tokens=self.output_tokens,
-                                     terminal=entry)
-        if entry.type == codec.ERROR:
-            return [self._event("response.failed", response=final)]
+    def _said(self, text: str, logprobs) -> list[tuple[int, bytes]]:
+        return self._read(self.reader.feed(text))
+
+    def _replaced(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
+        delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
+        self.text, self.output_tokens = entry.text, entry.n
+        return self._said(delta, None)
+
+    def _closing(self, final: dict) -> list[tuple[int, bytes]]:
         out = self._read(self.reader.finish())
         items = final["output"]
         if self.call is not None:
@@ -130,8 +138,7 @@ class ToolResponseEvents(ResponseEvents):
             out += [self._event("response.output_text.done", **where, text=self.message_text, logprobs=[]),
                     self._event("response.content_part.done", **where, part=item["content"][0]),
                     self._event("response.output_item.done", output_index=self.message_index, item=item)]
-        return out + [self._event("response.completed" if final["status"] == "completed" else
-                                  "response.incomplete", response=final)]
+        return out + [self._ended(final)]
 
     def _at(self, index: int) -> dict:
         return {"item_id": self.item_id, "output_index": index, "content_index": 0}
