@@ -196,3 +196,15 @@ def test_a_response_format_with_tools_answers_in_that_format_or_calls(client, po
                                             tool_choice="required", max_tokens=80)
     assert called.choices[0].message.tool_calls[0].function.name == "get_weather"
     assert called.choices[0].finish_reason == "tool_calls"
+
+
+def test_a_responses_input_ending_with_a_prefill_or_a_system_message_alone_is_answered(client):
+    out = client.responses.create(model="flagship", input=PREFILL, max_output_tokens=20)
+    run = wait_terminal(int(out.id.removeprefix("resp_")))
+    assert out.output_text == run.assistant_message.content != ""
+    assert run.prompt_snapshot[-1] == {"role": "assistant", "content": "My favourite colour is"}
+    chat = client.chat.completions.create(model="flagship", messages=PREFILL, max_tokens=20, seed=run.seed)
+    assert chat.choices[0].message.content == out.output_text  # the same prompt: the prefill carried on
+    alone = client.responses.create(model="flagship", input=[{"role": "developer", "content": "Greet the user."}],
+                                    max_output_tokens=10)
+    assert alone.output_text != "" and alone.status in ("completed", "incomplete")
