@@ -187,7 +187,7 @@ class ResponseCancelDocs(APIView):
 
 
 class InputItemList(serializers.Serializer):
-    object = serializers.ChoiceField(["list"])
+    object = serializers.CharField(help_text="Always list.")
     data = serializers.JSONField(help_text="Items: message (id msg_in<n>), function_call (fc_in<n>_<k>) and "
                                            "function_call_output (fco_<n>).")
     first_id = serializers.CharField(allow_null=True, help_text="The page's first item's id (null when empty).")

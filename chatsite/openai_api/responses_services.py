@@ -41,8 +41,12 @@ def _earlier(key: ApiKey, request: ResponseRequest, idempotency_key: str) -> Gen
            .select_related("pool", "user_message", "chat").first())
     if run is None:
         return None
-    if (run.chat.owner_id != key.user_id or not ResponseRecord.objects.filter(run=run).exists()
-            or run.pool.name != request.model or run.user_message.content != request.content):
+    record = ResponseRecord.objects.filter(run=run).first()
+    if run.chat.owner_id == key.user_id and record is not None and record.forgotten_at is not None:
+        raise Conflict("the response this Idempotency-Key made was not stored (store: false) and has been "
+                       "answered: it cannot be sent again; send a new key", field="Idempotency-Key")
+    if (run.chat.owner_id != key.user_id or record is None or run.pool.name != request.model
+            or run.user_message.content != request.content):
         raise Conflict("this Idempotency-Key was already used for another request; send a new key with a new "
                        "request", field="Idempotency-Key")
     return run

@@ -62,8 +62,9 @@ def test_json_object_is_any_object(client):
 
 
 def test_an_unstored_response_answers_then_is_gone(client):
-    out = client.responses.create(model="flagship", input="A secret question.", instructions="Be secret.",
-                                  metadata={"k": "v"}, store=False, max_output_tokens=20)
+    asked = dict(model="flagship", input="A secret question.", instructions="Be secret.", metadata={"k": "v"},
+                 store=False, max_output_tokens=20, extra_headers={"Idempotency-Key": "secret-1"})
+    out = client.responses.create(**asked)
     assert out.store is False and out.output_text != "" and out.metadata == {"k": "v"}
     run_id = int(out.id.removeprefix("resp_"))
     with pytest.raises(openai.NotFoundError):
@@ -81,6 +82,9 @@ def test_an_unstored_response_answers_then_is_gone(client):
     record = ResponseRecord.objects.get(run_id=run_id)
     assert (record.instructions, record.metadata, record.stored) == (None, {}, False) and record.forgotten_at
     assert not get_redis().exists(redis_keys.run_stream(run_id))
+    with pytest.raises(openai.ConflictError) as again:  # nothing kept to send again
+        client.responses.create(**asked)
+    assert "not stored" in again.value.message
     [usage] = usage_this_month(tenant=run.tenant).models  # the tenant's month, as GET /api/usage/ reads it
     assert (usage.prompt_tokens, usage.completion_tokens) == (run.prompt_tokens, run.completion_tokens)
 
