@@ -1,5 +1,7 @@
 """Typed errors a user can cause; the API turns each into one JSON error shape. And the
 errors of a backing store briefly away, which every surface answers 503 + Retry-After."""
+import uuid
+
 import redis
 from django.db import InterfaceError, OperationalError
 
@@ -82,6 +84,21 @@ def openai_error_type(status: int) -> str:
 def openai_error_body(status: int, code: str | None, message: str, param: str | None = None) -> dict:
     """OpenAI's: `{"error": {"message", "type", "param", "code"}}`."""
     return {"error": {"message": message, "type": openai_error_type(status), "param": param, "code": code}}
+
+
+# Every /v1 answer carries one (the SDKs read it into `_request_id`); a client quotes it to
+# find the request, as `X-Run-Id` finds its run.
+REQUEST_ID_HEADER = "x-request-id"
+
+
+def request_id() -> str:
+    """A new request id, in OpenAI's form (`req_` and 32 hex digits)."""
+    return f"req_{uuid.uuid4().hex}"
+
+
+def error_headers_for(path: str) -> dict:
+    """The headers an error answer of the URL's API carries beyond its body's (a /v1 one's request id)."""
+    return {REQUEST_ID_HEADER: request_id()} if path.startswith(OPENAI_PREFIX) else {}
 
 
 def error_body_for(path: str, status: int, code: str, message: str, field: str | None = None) -> dict:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from inference.prompt import PromptPlan, assemble, encode_raw
-from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsStepDelta, StepDelta
+from inference.types import (REFUSED_PREFIX, Chunk, DetailStepDelta, EngineStats, GenerationRequest, RequestRefused,
+                             StepDelta)
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,9 @@ class EngineBackend(Protocol):
     async def add(self, request: GenerationRequest, emit: Emit) -> None:
         """Start generating; `emit(chunk)` is then called on the loop thread for every
         output of the request, the last one with `finished` set (reason "abort" after
-        an abort, `error` when the engine failed it). Raises if the request is refused."""
+        an abort, `error` when the engine failed it). Raises RequestRefused if the
+        request itself is at fault (a bad grammar, a token id out of vocabulary), any
+        other exception if the engine cannot take it."""
 
     async def abort(self, request_id: str) -> None: ...
 
@@ -81,19 +84,28 @@ class EngineHost:
 
     # --- requests ----------------------------------------------------------
     def build_prompt(self, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
-                     carried: str = "", tools: list[dict] | None = None) -> PromptPlan:
+                     carried: str = "", tools: list[dict] | None = None,
+                     add_generation_prompt: bool = True) -> PromptPlan:
         """The prompt for `messages` (and `tools`, function definitions) through the
         pool's chat template, newest turns that fit first; raises
         inference.prompt.PromptTooLong if even the last does not."""
         with self._tokenizer_lock:  # a fast tokenizer must not be used from two threads at once
             return assemble(self._backend.tokenizer, messages, max_prompt_tokens=max_prompt_tokens,
                             continuation=continuation, carried=carried, chat_template=self._chat_template,
-                            tools=tools)
+                            tools=tools, add_generation_prompt=add_generation_prompt)
 
-    def build_raw_prompt(self, text: str, *, max_prompt_tokens: int, carried: str = "") -> PromptPlan:
-        """The prompt for `text` as it is (no chat template); raises PromptTooLong if it does not fit."""
+    def build_raw_prompt(self, text: str, *, max_prompt_tokens: int, carried: str = "",
+                         token_ids: list[int] | None = None) -> PromptPlan:
+        """The prompt for `text` as it is (no chat template), or `token_ids` as they are;
+        raises PromptTooLong if it does not fit."""
         with self._tokenizer_lock:
-            return encode_raw(self._backend.tokenizer, text, max_prompt_tokens=max_prompt_tokens, carried=carried)
+            return encode_raw(self._backend.tokenizer, text, max_prompt_tokens=max_prompt_tokens, carried=carried,
+                              token_ids=token_ids)
+
+    def decode(self, token_ids: list[int]) -> str:
+        """The text of `token_ids` (a prompt sent as token ids, echoed back)."""
+        with self._tokenizer_lock:
+            return self._backend.tokenizer.decode(token_ids)
 
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; its output arrives at `on_step`, ending with a finished delta."""
@@ -126,8 +138,11 @@ class EngineHost:
         emit = self._emitter(rid)
         try:
             await self._backend.add(request, emit)
-        except Exception as exc:  # refused by the engine: the sink writes an error entry
-            log.exception("request %s was refused by the engine", rid)
+        except RequestRefused as exc:  # the request's own fault: the sink says so
+            log.info("request %s was refused by the engine: %s", rid, exc)
+            emit(Chunk("", 0, finished=True, error=f"{REFUSED_PREFIX}{exc}"))
+        except Exception as exc:  # failed in the engine: the sink writes an error entry
+            log.exception("request %s failed in the engine", rid)
             emit(Chunk("", 0, finished=True, error=f"{type(exc).__name__}: {exc}"))
 
     def _emitter(self, rid: str) -> Emit:
@@ -138,14 +153,15 @@ class EngineHost:
                 return  # it ended already; nothing more goes to the sink
             if chunk.finished:
                 active.discard(rid)
-            logprobs = chunk.logprobs
-            if logprobs is None:
+            if type(chunk) is Chunk:
                 self._pending.append(StepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
-                                               chunk.finish_reason, chunk.num_prompt_tokens, chunk.error))
+                                               chunk.finish_reason, chunk.num_prompt_tokens, chunk.error,
+                                               chunk.num_cached_tokens))
             else:
-                self._pending.append(LogprobsStepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
-                                                       chunk.finish_reason, chunk.num_prompt_tokens, chunk.error,
-                                                       logprobs))
+                self._pending.append(DetailStepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
+                                                     chunk.finish_reason, chunk.num_prompt_tokens, chunk.error,
+                                                     chunk.num_cached_tokens, chunk.logprobs, chunk.token_ids,
+                                                     chunk.prompt_logprobs))
             # Outputs of one engine step arrive in the same loop iteration; flushing on
             # the next one hands the whole step over at once.
             if not self._flush_scheduled:

@@ -19,6 +19,7 @@ the last (or an abort) with whatever remains (vLLM's DELTA outputs). A benchmark
 the hand-offs per token a worker sees on the real engine, not one per token.
 """
 import asyncio
+import dataclasses
 import hashlib
 import json
 import math
@@ -26,11 +27,13 @@ import random
 
 from inference.fake_json import instance
 from inference.stream_interval import stream_interval
-from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
+from inference.fake_details import PrefixCache, named_by_id, prompt_logprobs, word_token_id
+from inference.types import Chunk, DetailChunk, EngineStats, GenerationRequest, TokenLogprob
 
 FAIL_MARKER = "[[engine-fail]]"
 REFUSE_MARKER = "[[engine-refuses]]"  # in a JSON Schema: refused as the real engine refuses what it cannot compile
 TOOLS_OPEN = "<|tools|>\n"
+ASSISTANT_OPEN = "<|assistant|>\n"  # the generation prompt CharTokenizer's template ends with
 PIECE_CHARS = 3  # a JSON or tool-call reply's characters per token
 MAX_LAG_SECONDS = 0.1  # how far the step clock may fall behind (see _steps)
 _WORDS = ("the", "loop", "returns", "a", "value", "when", "each", "item", "is", "read",
@@ -51,7 +54,7 @@ class CharTokenizer:
             calls = "".join(f"<tool_call>{json.dumps(c.get('function'))}</tool_call>"
                             for c in m.get("tool_calls") or ())
             text += f"<|{m['role']}|>\n{m['content']}{calls}<|end|>\n"
-        return text + ("<|assistant|>\n" if add_generation_prompt else "")
+        return text + (ASSISTANT_OPEN if add_generation_prompt else "")
 
     def encode(self, text, add_special_tokens=False):
         data = text.encode()
@@ -64,12 +67,14 @@ class CharTokenizer:
 
 
 class _Active:
-    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "logprobs", "interval", "sent")
+    __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "details", "interval", "sent",
+                 "cached")
 
-    def __init__(self, words, emit, fail_at, prompt_tokens, reason, logprobs=None, interval=1):
+    def __init__(self, words, emit, fail_at, prompt_tokens, reason, details=None, interval=1, cached=0):
         self.words, self.emit, self.fail_at, self.prompt_tokens, self.reason = words, emit, fail_at, prompt_tokens, reason
-        self.logprobs = logprobs
+        self.details = details  # a detailed request's: (logprobs or None, token ids or None, prompt logprobs or None)
         self.interval = interval  # steps per output (vLLM's stream_interval)
+        self.cached = cached  # prompt tokens its prefix cache served
         self.next = 0  # words generated
         self.sent = 0  # words handed out
 
@@ -100,11 +105,15 @@ def _hand_out(req: _Active, finish_reason: str | None) -> None:
     `finish_reason` is set)."""
     start, req.sent = req.sent, req.next
     text, n, last = "".join(req.words[start:req.next]), req.next - start, finish_reason is not None
-    if req.logprobs is None:
-        req.emit(Chunk(text, n, last, finish_reason, req.prompt_tokens))
-    else:
-        req.emit(LogprobsChunk(text, n, last, finish_reason, req.prompt_tokens,
-                               logprobs=tuple(req.logprobs[start:req.next])))
+    cached = req.cached if last else 0
+    if req.details is None:
+        req.emit(Chunk(text, n, last, finish_reason, req.prompt_tokens, None, cached))
+        return
+    logprobs, ids, prompt = req.details
+    req.emit(DetailChunk(text, n, last, finish_reason, req.prompt_tokens, None, cached,
+                         logprobs=None if logprobs is None else tuple(logprobs[start:req.next]),
+                         token_ids=() if ids is None else tuple(ids[start:req.next]),
+                         prompt_logprobs=prompt if start == 0 else None))
 
 
 class FakeBackend:
@@ -124,17 +133,44 @@ class FakeBackend:
         self._aborted: set[str] = set()
         self._stepper: asyncio.Task | None = None
         self._generated = 0
+        self._prefix_cache = PrefixCache()
 
     async def start(self) -> None:
         await asyncio.sleep(self.startup_seconds)
 
     def reply_words(self, request: GenerationRequest) -> list[str]:
+        """The reply's words (a constrained reply's pieces). A prompt that carries on a
+        reply this engine began (earlier attempts' text after the generation prompt: a
+        worker that died) gets the rest of that reply, as a model would write it."""
+        begun = self._begun(request)
+        if begun is not None:
+            base_ids, text = begun
+            whole = self._fresh_words(dataclasses.replace(request, prompt_token_ids=base_ids,
+                                                          max_tokens=request.max_tokens + len(text)))
+            written = ""
+            for k, word in enumerate(whole):
+                if written == text:
+                    return whole[k:k + request.max_tokens]
+                written += word
+        return self._fresh_words(request)
+
+    def _begun(self, request: GenerationRequest) -> tuple[list[int], str] | None:
+        """(the prompt's ids up to the assistant's turn, the text after it), or None."""
+        prompt = self.tokenizer.decode(request.prompt_token_ids)
+        start = prompt.rfind(ASSISTANT_OPEN)
+        if start < 0 or start + len(ASSISTANT_OPEN) == len(prompt):
+            return None
+        cut = start + len(ASSISTANT_OPEN)
+        return self.tokenizer.encode(prompt[:cut]), prompt[cut:]
+
+    def _fresh_words(self, request: GenerationRequest) -> list[str]:
         digest = hashlib.sha256(repr(request.prompt_token_ids).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ (request.seed or 0))
         text = self._structured(request, rng)
         if text is not None:
             return [text[i:i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)][:request.max_tokens]
         length = request.max_tokens if request.ignore_eos else min(request.max_tokens, rng.randint(12, 60))
+        length = max(length, min(request.min_tokens, request.max_tokens))
         words = [rng.choice(_WORDS) for _ in range(length)]
         return [("" if i == 0 else " ") + w for i, w in enumerate(words)]
 
@@ -144,6 +180,8 @@ class FakeBackend:
             return json.dumps(instance(json.loads(request.json_schema), rng))
         if request.json_object:
             return json.dumps({"answer": rng.choice(_WORDS)})
+        if request.guide is not None and request.guide[0] == "choice":
+            return rng.choice(json.loads(request.guide[1]))
         prompt = self.tokenizer.decode(request.prompt_token_ids)
         if not prompt.startswith(TOOLS_OPEN) or prompt.rfind("<|tool|>") > prompt.rfind("<|user|>"):
             return None  # no tools offered, or a tool's result to answer: words
@@ -158,12 +196,24 @@ class FakeBackend:
         words = self.reply_words(request)
         fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
         reason = "length" if len(words) == request.max_tokens else "stop"
-        logprobs = word_logprobs(request, words) if request.logprobs is not None else None
         window = self.output_window() if callable(self.output_window) else self.output_window
         self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason,
-                                                   logprobs, stream_interval(window, self.step_seconds))
+                                                   self._details(request, words),
+                                                   stream_interval(window, self.step_seconds),
+                                                   self._prefix_cache.hits(request.prompt_token_ids))
         if self._stepper is None or self._stepper.done():
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
+
+    def _details(self, request: GenerationRequest, words: list[str]) -> tuple | None:
+        """A detailed request's (logprobs, token ids, prompt logprobs), each None when not asked for."""
+        if not request.detailed:
+            return None
+        ids = [word_token_id(w) for w in words]
+        logprobs = word_logprobs(request, words) if request.logprobs is not None else None
+        if logprobs is not None and request.tokens_as_ids:
+            logprobs = named_by_id(logprobs, ids)
+        prompt = prompt_logprobs(self.tokenizer, request) if request.prompt_logprobs is not None else None
+        return logprobs, ids if request.token_ids else None, prompt
 
     async def _steps(self) -> None:
         # Steps keep to a clock (start + k * step_seconds), so the time a step's

@@ -57,19 +57,22 @@ def _template_kwargs(chat_template: str | None, tools: list[dict] | None) -> dic
 
 
 def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
-             carried: str = "", chat_template: str | None = None, tools: list[dict] | None = None) -> PromptPlan:
+             carried: str = "", chat_template: str | None = None, tools: list[dict] | None = None,
+             add_generation_prompt: bool = True) -> PromptPlan:
     """Token ids for `messages` (dicts with role and content; an assistant's may have
     tool_calls, a tool's tool_call_id) rendered by `chat_template` (default: the
     tokenizer's own) with `tools` (function definitions, for a template that reads
-    them) and the generation prompt, plus `continuation` (a reply this run carries on)
-    and `carried` (text earlier attempts of this run already generated). Keeps the
-    first system message and drops the oldest turns until the prompt fits.
+    them) and, unless `add_generation_prompt` is false, the generation prompt, plus
+    `continuation` (a reply this run carries on: a prefill, or a reply continued) and
+    `carried` (text earlier attempts of this run already generated). Keeps the first
+    system message and drops the oldest turns until the prompt fits; a system message
+    alone is a prompt too.
 
     Raises PromptTooLong when the last message alone does not fit."""
     system = [m for m in messages if m["role"] == "system"][:1]
     turns = [template_message(m) for m in messages if m["role"] != "system"]
-    if not turns:
-        raise ValueError("a prompt needs at least one user message")
+    if not turns and not system:
+        raise ValueError("a prompt needs at least one message")
     tail, carried_tokens = _tail(tokenizer, continuation, carried)
     kwargs = _template_kwargs(chat_template, tools)
 
@@ -78,7 +81,8 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
     def render(start: int) -> list[int]:
         if start not in rendered:
             kept = system + turns[start:]
-            text = tokenizer.apply_chat_template(kept, add_generation_prompt=True, tokenize=False, **kwargs)
+            text = tokenizer.apply_chat_template(kept, add_generation_prompt=add_generation_prompt, tokenize=False,
+                                                 **kwargs)
             rendered[start] = tokenizer.encode(text, add_special_tokens=False) + tail
         return rendered[start]
 
@@ -86,7 +90,7 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
     # lengthens the prompt, binary-search the fewest drops.
     if len(render(0)) <= max_prompt_tokens:
         return PromptPlan(render(0), len(system) + len(turns), 0, carried_tokens)
-    lo, hi = 0, len(turns) - 1
+    lo, hi = 0, max(0, len(turns) - 1)
     if len(render(hi)) > max_prompt_tokens:
         raise PromptTooLong(f"the message needs more than the {max_prompt_tokens} prompt tokens the model has room for")
     while lo < hi:
@@ -99,13 +103,14 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
     return PromptPlan(ids, len(system) + len(turns) - lo, lo, carried_tokens)
 
 
-def encode_raw(tokenizer, text: str, *, max_prompt_tokens: int, carried: str = "") -> PromptPlan:
+def encode_raw(tokenizer, text: str, *, max_prompt_tokens: int, carried: str = "",
+               token_ids: list[int] | None = None) -> PromptPlan:
     """Token ids for `text` as it is, with no chat template (a text completion's
     prompt, with the tokenizer's own special tokens, as vLLM's completions endpoint
-    encodes it), plus `carried` (what earlier attempts generated). Raises PromptTooLong
-    when it does not fit."""
+    encodes it), or `token_ids` as they are (a prompt sent as token ids), plus
+    `carried` (what earlier attempts generated). Raises PromptTooLong when it does not fit."""
     tail, carried_tokens = _tail(tokenizer, "", carried)
-    ids = tokenizer.encode(text, add_special_tokens=True) + tail
+    ids = (list(token_ids) if token_ids is not None else tokenizer.encode(text, add_special_tokens=True)) + tail
     if len(ids) > max_prompt_tokens:
         raise PromptTooLong(f"the prompt is {len(ids)} tokens, more than the {max_prompt_tokens} prompt tokens the "
                             "model has room for")

@@ -7,6 +7,15 @@ from typing import NamedTuple
 MAX_TOP_LOGPROBS = 20
 
 
+class RequestRefused(ValueError):
+    """The engine refuses the request itself (a grammar or regex it cannot compile, a
+    token id outside its vocabulary): the client's mistake, not the engine's failure."""
+
+
+# How a refused request's error text begins, so the sink can tell it from an engine failure.
+REFUSED_PREFIX = "request refused: "
+
+
 class TokenLogprob(NamedTuple):
     """One generated token's log probability and the `top` most likely tokens at its
     position, most likely first, as (token text, logprob) pairs. A tuple, so it goes
@@ -14,6 +23,18 @@ class TokenLogprob(NamedTuple):
 
     token: str
     logprob: float
+    top: tuple = ()
+
+
+class PromptLogprob(NamedTuple):
+    """One prompt token's log probability (vLLM's prompt_logprobs): its id and text, its
+    rank among the vocabulary, and the `top` most likely tokens at its position as
+    (id, text, logprob), most likely first. A tuple, so it goes to JSON with no conversion."""
+
+    token_id: int
+    token: str
+    logprob: float
+    rank: int | None
     top: tuple = ()
 
 
@@ -42,12 +63,31 @@ class GenerationRequest:
     # None: no log probabilities; k (0..MAX_TOP_LOGPROBS): every token's logprob and the
     # k most likely alternatives at its position.
     logprobs: int | None = None
+    # vLLM's own knobs. `guide`: another structured-output constraint than JSON, as
+    # (kind, spec): ("regex", pattern), ("choice", JSON list), ("grammar", EBNF), or
+    # ("structural_tag", JSON). `logit_bias`: (token id, bias) pairs.
+    min_tokens: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    allowed_token_ids: tuple[int, ...] | None = None
+    guide: tuple[str, str] | None = None
+    # Per-token details beyond the text, asked for by few runs: the prompt's log
+    # probabilities (k alternatives, as `logprobs`), each generated token's id, and
+    # generated tokens named "token_id:N" in log probabilities rather than by their text.
+    prompt_logprobs: int | None = None
+    token_ids: bool = False
+    tokens_as_ids: bool = False
+
+    @property
+    def detailed(self) -> bool:
+        """Whether its outputs carry more than text (DetailChunk rather than Chunk)."""
+        return self.logprobs is not None or self.prompt_logprobs is not None or self.token_ids
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """What a backend emits for one request at one engine step. `error` is set (and
-    `finished` true) when the engine failed the request."""
+    `finished` true) when the engine failed the request. `num_cached_tokens`, on the
+    last chunk: the prompt tokens the engine's prefix cache served."""
 
     text: str
     num_tokens: int
@@ -55,14 +95,21 @@ class Chunk:
     finish_reason: str | None = None  # stop, length, abort
     num_prompt_tokens: int = 0
     error: str | None = None
-    logprobs = None  # not a field: only a LogprobsChunk has them, so a plain chunk costs what it did
+    num_cached_tokens: int = 0
+    logprobs = None  # not a field: only a DetailChunk has them, so a plain chunk costs what it did
 
 
 @dataclass(frozen=True, slots=True)
-class LogprobsChunk(Chunk):
-    """A chunk of a request that asked for logprobs: one TokenLogprob per token."""
+class DetailChunk(Chunk):
+    """A chunk of a request that asked for details (GenerationRequest.detailed): one
+    TokenLogprob per token (None when not asked for), the tokens' ids (empty when not
+    asked for), and in the request's first chunk its prompt's log probabilities (one
+    PromptLogprob per prompt token, None for the first, which has no context), if asked for."""
 
-    logprobs: tuple[TokenLogprob, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    token_ids: tuple[int, ...] = ()
+    prompt_logprobs: tuple[PromptLogprob | None, ...] | None = None
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +125,22 @@ class StepDelta:
     finish_reason: str | None = None
     num_prompt_tokens: int = 0
     error: str | None = None
-    # Not a field, as on Chunk: the engine loop makes one delta per token of every run,
-    # and only a LogprobsStepDelta (a run that asked) pays for carrying logprobs.
+    num_cached_tokens: int = 0
+    # Not fields, as on Chunk: the engine loop makes one delta per token of every run,
+    # and only a DetailStepDelta (a run that asked) pays for carrying details.
     logprobs = None
+    token_ids = ()
+    prompt_logprobs = None
 
 
 @dataclass(frozen=True, slots=True)
-class LogprobsStepDelta(StepDelta):
-    """A step delta of a request that asked for logprobs: one TokenLogprob per token."""
+class DetailStepDelta(StepDelta):
+    """A step delta of a request that asked for details, as DetailChunk carries them."""
 
-    logprobs: tuple[TokenLogprob, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    token_ids: tuple[int, ...] = ()
+    prompt_logprobs: tuple[PromptLogprob | None, ...] | None = None
+
 
 
 @dataclass

@@ -1,4 +1,5 @@
 """The real engine: one vLLM AsyncLLM, driven from the host's loop thread."""
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -9,7 +10,8 @@ from inference.engine_lifetime import engine_dies_with_parent
 from inference.specs import EngineSpec
 from inference.stat_logger import stat_loggers
 from inference.stream_interval import stream_interval
-from inference.types import Chunk, EngineStats, GenerationRequest, LogprobsChunk, TokenLogprob
+from inference.types import (Chunk, DetailChunk, EngineStats, GenerationRequest, PromptLogprob, RequestRefused,
+                             TokenLogprob)
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +39,26 @@ def sampling_params(request: GenerationRequest, interval: int = 1):
         structured = StructuredOutputsParams(json=request.json_schema)
     elif request.json_object:
         structured = StructuredOutputsParams(json_object=True)
+    elif request.guide is not None:
+        kind, spec = request.guide
+        structured = StructuredOutputsParams(**{kind: json.loads(spec) if kind == "choice" else spec})
     return SamplingParams(
         n=1, max_tokens=request.max_tokens, temperature=request.temperature, top_p=request.top_p,
         top_k=request.top_k, min_p=request.min_p, frequency_penalty=request.frequency_penalty,
         presence_penalty=request.presence_penalty, repetition_penalty=request.repetition_penalty,
-        seed=request.seed, stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
+        seed=_seed(request.seed), stop=list(request.stop) or None, ignore_eos=request.ignore_eos,
         structured_outputs=structured, output_kind=RequestOutputKind.DELTA, logprobs=request.logprobs,
-        stream_interval=interval if interval > 1 else None,
+        stream_interval=interval if interval > 1 else None, min_tokens=request.min_tokens,
+        logit_bias=dict(request.logit_bias) or None,
+        allowed_token_ids=list(request.allowed_token_ids) if request.allowed_token_ids is not None else None,
+        prompt_logprobs=request.prompt_logprobs,
     )
+
+
+def _seed(seed: int | None) -> int | None:
+    """Any 64-bit seed, as vLLM's generator takes it: a negative one as its unsigned
+    64-bit twin (vLLM reads -1 as no seed at all, and would draw a random reply)."""
+    return None if seed is None else seed % 2**64
 
 
 # What OpenAI reports for a token too unlikely to have a figure: the floor of every
@@ -58,22 +72,55 @@ def _figure(logprob) -> float:
     return value if value > UNKNOWN_LOGPROB else UNKNOWN_LOGPROB  # also for -inf and NaN
 
 
-def token_logprobs(token_ids, positions, k: int) -> tuple[TokenLogprob, ...]:
+def token_logprobs(token_ids, positions, k: int, *, as_ids: bool = False) -> tuple[TokenLogprob, ...]:
     """vLLM's per-position logprobs (a dict of token id -> Logprob holding the sampled
     token and the k of rank 1..k) as one TokenLogprob per token: the sampled token's
-    own, and the top k by rank (the sampled one among them only if it ranks there)."""
+    own, and the top k by rank (the sampled one among them only if it ranks there).
+    `as_ids`: tokens are named "token_id:N" (vLLM's return_tokens_as_token_ids)."""
     positions = list(positions or ())
     out = []
     for i, token_id in enumerate(token_ids):  # one per token, whatever vLLM sent
         position = (positions[i] if i < len(positions) else None) or {}
         sampled = position.get(token_id)
-        top = sorted((lp for lp in position.values() if lp.rank is not None and lp.rank <= k),
-                     key=lambda lp: (lp.rank, -lp.logprob))
-        out.append(TokenLogprob(
-            (sampled.decoded_token or "") if sampled else "",
-            _figure(sampled.logprob) if sampled else UNKNOWN_LOGPROB,
-            tuple((lp.decoded_token or "", _figure(lp.logprob)) for lp in top)))
+        top = sorted(((t, lp) for t, lp in position.items() if lp.rank is not None and lp.rank <= k),
+                     key=lambda item: (item[1].rank, -item[1].logprob))
+        if as_ids:
+            name = f"token_id:{token_id}"
+            alternatives = tuple((f"token_id:{t}", _figure(lp.logprob)) for t, lp in top)
+        else:
+            name = (sampled.decoded_token or "") if sampled else ""
+            alternatives = tuple((lp.decoded_token or "", _figure(lp.logprob)) for _, lp in top)
+        out.append(TokenLogprob(name, _figure(sampled.logprob) if sampled else UNKNOWN_LOGPROB, alternatives))
     return tuple(out)
+
+
+def prompt_token_logprobs(token_ids, positions, k: int) -> tuple:
+    """A prompt's log probabilities (vLLM's prompt_logprobs: None for the first token,
+    then a dict of token id -> Logprob per token, holding it and the k of rank 1..k) as
+    None and one PromptLogprob per later token."""
+    positions = list(positions or ())
+    out: list = [None] if token_ids else []
+    for i in range(1, len(token_ids)):
+        position = (positions[i] if i < len(positions) else None) or {}
+        token_id, own = token_ids[i], position.get(token_ids[i])
+        top = sorted(((t, lp) for t, lp in position.items() if lp.rank is not None and lp.rank <= k),
+                     key=lambda item: (item[1].rank, -item[1].logprob))
+        out.append(PromptLogprob(token_id, (own.decoded_token or "") if own else "",
+                                 _figure(own.logprob) if own else UNKNOWN_LOGPROB, own.rank if own else None,
+                                 tuple((t, lp.decoded_token or "", _figure(lp.logprob)) for t, lp in top)))
+    return tuple(out)
+
+
+def _details(request: GenerationRequest, output, completion) -> dict:
+    """A detailed chunk's fields for one vLLM output: what the request asked for."""
+    as_ids = request.tokens_as_ids
+    out = {"token_ids": tuple(completion.token_ids) if request.token_ids else ()}
+    if request.logprobs is not None:
+        out["logprobs"] = token_logprobs(completion.token_ids, completion.logprobs, request.logprobs, as_ids=as_ids)
+    if request.prompt_logprobs is not None and output.prompt_logprobs:  # the first output only
+        out["prompt_logprobs"] = prompt_token_logprobs(output.prompt_token_ids, output.prompt_logprobs,
+                                                       request.prompt_logprobs)
+    return out
 
 
 class VllmBackend:
@@ -116,28 +163,39 @@ class VllmBackend:
         request's collector once per output (DELTA outputs, one per `stream_interval`
         steps at the engine's latest step time), and the collector's `put` is replaced by
         one that hands the output straight to `emit`."""
+        from vllm.exceptions import VLLMClientError
+
         window = self.output_window() if callable(self.output_window) else self.output_window
-        params = sampling_params(request, stream_interval(window, self._step_seconds))
+        try:
+            params = sampling_params(request, stream_interval(window, self._step_seconds))
+        except (VLLMClientError, ValueError, TypeError) as exc:
+            raise RequestRefused(str(exc)) from exc
         prompt_len = len(request.prompt_token_ids)
-        k = request.logprobs
+        detailed = request.detailed
 
         def put(output) -> None:
             if isinstance(output, Exception):
                 emit(Chunk("", 0, True, error=f"{type(output).__name__}: {output}"))
                 return
             completion = output.outputs[0]
-            reason = completion.finish_reason if output.finished else None
+            finished = output.finished
+            reason = completion.finish_reason if finished else None
             if reason == "error":  # vLLM failed the request (a grammar that did not compile, a KV load): no reply
                 emit(Chunk("", 0, True, error="the engine failed the request (finish_reason error)"))
                 return
-            if k is None:
-                emit(Chunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len))
+            cached = (output.num_cached_tokens or 0) if finished else 0
+            if not detailed:
+                emit(Chunk(completion.text, len(completion.token_ids), finished, reason, prompt_len, None, cached))
             else:
-                emit(LogprobsChunk(completion.text, len(completion.token_ids), output.finished, reason, prompt_len,
-                                   logprobs=token_logprobs(completion.token_ids, completion.logprobs, k)))
+                emit(DetailChunk(completion.text, len(completion.token_ids), finished, reason, prompt_len, None,
+                                 cached, **_details(request, output, completion)))
 
-        collector = await self.engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
-                                                  params, priority=request.priority)
+        try:
+            collector = await self.engine.add_request(request.request_id,
+                                                      {"prompt_token_ids": request.prompt_token_ids}, params,
+                                                      priority=request.priority)
+        except (VLLMClientError, ValueError, TypeError) as exc:  # its checks of the request (vocabulary, grammar)
+            raise RequestRefused(str(exc)) from exc
         collector.put = put
         early, collector.output = collector.output, None  # what arrived before `put` was ours
         if early is not None:

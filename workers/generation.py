@@ -86,6 +86,7 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
     s = run.sampling
     fmt = s.get("response_format") or {}
     schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    allowed, guide = s.get("allowed_token_ids"), s.get("guide")
     return GenerationRequest(
         request_id=request_id, prompt_token_ids=prompt_token_ids, max_tokens=max_tokens,
         temperature=s.get("temperature", 1.0), top_p=s.get("top_p", 1.0), seed=run.seed,
@@ -94,6 +95,11 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
         frequency_penalty=s.get("frequency_penalty", 0.0), presence_penalty=s.get("presence_penalty", 0.0),
         repetition_penalty=s.get("repetition_penalty", 1.0), json_object=fmt.get("type") == "json_object",
         json_schema=json.dumps(schema) if schema is not None else None, logprobs=s.get("logprobs"),
+        min_tokens=min(s.get("min_tokens", 0), max_tokens),  # a continued run has fewer left to write
+        logit_bias=tuple((int(k), v) for k, v in (s.get("logit_bias") or {}).items()),
+        allowed_token_ids=tuple(allowed) if allowed is not None else None,
+        guide=tuple(guide) if guide is not None else None, prompt_logprobs=s.get("prompt_logprobs"),
+        token_ids=bool(s.get("return_token_ids")), tokens_as_ids=bool(s.get("return_tokens_as_token_ids")),
     )
 
 
@@ -101,15 +107,39 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
     """The run's prompt plan: its snapshot through the chat template (a continued reply
     carries on from its text), or a text completion's prompt as it is; then `so_far`,
     what earlier attempts streamed. Raises PromptTooLong."""
-    messages, prefix = run.prompt_snapshot, ""
+    messages, prefix, s = run.prompt_snapshot, "", run.sampling
     if run.raw_prompt:
         return rt.host.build_raw_prompt(messages[-1]["content"], max_prompt_tokens=max_prompt_tokens,
-                                        carried=so_far)
-    if messages and messages[-1]["role"] == "assistant":  # a continued reply: carry on from its text
+                                        carried=so_far, token_ids=s.get("prompt_token_ids"))
+    # A reply that ends the messages is carried on (a continued reply, a /v1 prefill),
+    # unless the request asked for a new turn after it (vLLM's add_generation_prompt).
+    add_generation_prompt = s.get("add_generation_prompt")
+    if messages and messages[-1]["role"] == "assistant" and add_generation_prompt is not True:
         messages, prefix = messages[:-1], messages[-1]["content"]
-    tools = (run.sampling.get("tools") or {}).get("definitions")  # an OpenAI request's functions
+    tools = (s.get("tools") or {}).get("definitions")  # an OpenAI request's functions
     return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far,
-                                tools=tools)
+                                tools=tools, add_generation_prompt=add_generation_prompt is not False)
+
+
+def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
+    """What a run's first token entry says of its prompt beyond the engine's report, and
+    whether its entries carry token ids: only for a /v1 run that asked (vLLM's
+    return_token_ids, a token-id prompt echoed, prompt log probabilities, usage on
+    every chunk)."""
+    s = run.sampling
+    prompt = plan.token_ids[:len(plan.token_ids) - plan.num_carried_tokens]
+    extra = {}
+    if s.get("return_token_ids"):
+        extra["prompt_ids"] = prompt
+    if s.get("echo") and s.get("prompt_token_ids") is not None:
+        extra["prompt_text"] = rt.host.decode(s["prompt_token_ids"])
+    if s.get("continuous_usage_stats"):  # usage on every chunk, from the first
+        extra["prompt_tokens"] = len(prompt)
+    asked = s.get("prompt_logprobs") is not None
+    if asked and prompt:  # the engine gives no figure for the first token: its text, for an echo
+        extra["prompt_first"] = [prompt[0], rt.host.decode(prompt[:1])]
+    return {"token_ids": bool(s.get("return_token_ids")), "prompt_logprobs": asked,
+            "prompt_extra": extra if extra or asked else None}
 
 
 def _constraint_refused(rt: Runtime, run: GenerationRun) -> dict | None:
@@ -140,7 +170,7 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     if cancel_asked:
         return end(codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                      completion_tokens=reply.completion_tokens), "cancelled")
-    if reply.text and run.sampling.get("response_format"):
+    if reply.text and (run.sampling.get("response_format") or run.sampling.get("guide")):
         # The engine cannot take up a grammar in the middle of its output: carrying on
         # would start a second JSON value after the first's beginning. Say so instead.
         return end(codec.error_fields(code="structured_output_interrupted", message=(
@@ -178,7 +208,7 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
                        lease_token=lease_token, next_seq=reply.completion_tokens,
                        prior_tokens=plan.num_carried_tokens, budget_capped=capped,
-                       logprobs=run.sampling.get("logprobs") is not None)
+                       logprobs=run.sampling.get("logprobs") is not None, **_details(rt, run, plan))
     rt.writer.register(active)
     try:
         rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,

@@ -20,7 +20,7 @@ from django.conf import settings
 from chatsite import stage_trace
 from chatsite.runs.stream import codec, log as stream_log
 from chatsite.runs.stream.log import CANCEL_ASKED, STALE, Write
-from inference.types import StepDelta
+from inference.types import REFUSED_PREFIX, StepDelta
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,27 @@ class ActiveRun:
     prior_tokens: int = 0  # the prompt's tail that earlier attempts streamed: billed as completion only
     budget_capped: bool = False  # its length limit is the tenant's budget: "length" means "budget"
     logprobs: bool = False  # it asked for log probabilities: its token entries carry them
+    token_ids: bool = False  # it asked for its tokens' ids: its token entries carry them
+    # What its first token entry (seq 0) says of the prompt (its ids, its text), and with
+    # `prompt_logprobs` the engine's log probabilities of it; None: nothing asked for.
+    prompt_extra: dict | None = None
+    prompt_logprobs: bool = False
     cancel_requested: bool = False
     outcome: str = ""
     done: threading.Event = field(default_factory=threading.Event)
+
+
+def _extra(run: ActiveRun, deltas: list[StepDelta]) -> dict | None:
+    """A detailed run's entry's other details: its tokens' ids, and in its first entry
+    (seq 0, whichever attempt writes it) the prompt's."""
+    extra = {}
+    if run.token_ids:
+        extra["ids"] = [i for d in deltas for i in d.token_ids]
+    if run.next_seq == 0 and run.prompt_extra is not None:
+        extra.update(run.prompt_extra)
+        if run.prompt_logprobs:
+            extra["prompt_logprobs"] = next((d.prompt_logprobs for d in deltas if d.prompt_logprobs), None)
+    return extra or None
 
 
 class StreamWriter:
@@ -187,10 +205,11 @@ class StreamWriter:
                 text = "".join(d.text for d in ds)
                 n = sum(d.num_tokens for d in ds)
                 if n or text:
-                    if run.logprobs:  # only such runs pay for gathering and encoding them
+                    if run.logprobs or run.token_ids or run.prompt_extra is not None:  # only they pay for details
                         write.token = codec.logprobs_token_fields(
                             seq=run.next_seq, n=n, text=text, attempt=run.attempt,
-                            logprobs=[lp for d in ds if d.logprobs for lp in d.logprobs])
+                            logprobs=[lp for d in ds if d.logprobs for lp in d.logprobs] if run.logprobs else None,
+                            extra=_extra(run, ds))
                     else:
                         write.token = codec.token_fields(seq=run.next_seq, n=n, text=text, attempt=run.attempt)
                     run.next_seq += n
@@ -228,15 +247,18 @@ class StreamWriter:
 
     def _terminal(self, run: ActiveRun, last: StepDelta) -> tuple[str, dict | None]:
         if last.error:
+            if last.error.startswith(REFUSED_PREFIX):  # the request's own fault: a client error to its caller
+                return FAILED, codec.error_fields(code=codec.REFUSED_CODE, message=last.error[len(REFUSED_PREFIX):])
             return FAILED, codec.error_fields(code="engine_error", message=last.error)
         if last.finish_reason == "abort" and not run.cancel_requested:
             return HANDED_BACK, None  # drain: no terminal entry, the run goes on elsewhere
         reason = "cancelled" if last.finish_reason == "abort" else (last.finish_reason or "stop")
         if reason == "length" and run.budget_capped:
             reason = "budget"
-        return FINISHED, codec.done_fields(finish_reason=reason,
-                                           prompt_tokens=max(0, last.num_prompt_tokens - run.prior_tokens),
-                                           completion_tokens=run.next_seq)
+        prompt_tokens = max(0, last.num_prompt_tokens - run.prior_tokens)
+        return FINISHED, codec.done_fields(finish_reason=reason, prompt_tokens=prompt_tokens,
+                                           completion_tokens=run.next_seq,
+                                           cached_tokens=min(last.num_cached_tokens, prompt_tokens))
 
     def _execute(self, writes: list[Write]) -> list[int]:
         """The fenced append, retried while Redis is unreachable (a restart). A retried

@@ -11,7 +11,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exc
 from rest_framework.response import Response
 
-from chatsite.errors import UNAVAILABLE, ServiceError, error_body, error_body_for
+from chatsite.errors import UNAVAILABLE, ServiceError, error_body, error_body_for, error_headers_for
 from chatsite.json_body import too_large_message
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 def edge_error(path: str, status: int, code: str, message: str, field: str | None = None,
                headers: dict | None = None) -> JsonResponse:
     """An error response in the shape the URL's API uses (REST or OpenAI)."""
+    headers = {**error_headers_for(path), **(headers or {})}
     response = JsonResponse(error_body_for(path, status, code, message, field), status=status)
     for name, value in (headers or {}).items():
         response[name] = value

@@ -48,7 +48,8 @@ def add_documented_endpoints(endpoints, **kwargs):
     from chatsite.api.docs_views import RunEventsDocs
     from chatsite.openai_api.docs import ChatCompletionsDocs, ModelDetailDocs, ModelListDocs
     from chatsite.openai_api.docs import TextCompletionsDocs
-    from chatsite.openai_api.responses_docs import ResponseCancelDocs, ResponseDetailDocs, ResponsesDocs
+    from chatsite.openai_api.responses_docs import (ResponseCancelDocs, ResponseDetailDocs, ResponseInputItemsDocs,
+                                                    ResponsesDocs)
 
     extra = [
         ("/api/runs/{run_id}/events", "api/runs/<int:run_id>/events", "GET", RunEventsDocs.as_view()),
@@ -61,5 +62,7 @@ def add_documented_endpoints(endpoints, **kwargs):
         ("/v1/responses/{response_id}", "v1/responses/<str:response_id>", "DELETE", ResponseDetailDocs.as_view()),
         ("/v1/responses/{response_id}/cancel", "v1/responses/<str:response_id>/cancel", "POST",
          ResponseCancelDocs.as_view()),
+        ("/v1/responses/{response_id}/input_items", "v1/responses/<str:response_id>/input_items", "GET",
+         ResponseInputItemsDocs.as_view()),
     ]
     return list(endpoints) + extra

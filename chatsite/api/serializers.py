@@ -6,6 +6,7 @@ from chatsite.chats.models import Chat, Message
 from chatsite.runs.access import events_token
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.availability import run_waiting_for_worker
+from chatsite.runs.validation import MAX_SEED, MIN_SEED
 
 
 RUN_FIELD_HELP = {
@@ -228,7 +229,7 @@ class MessageCreateRequest(serializers.Serializer):
     stop = serializers.ListField(child=serializers.CharField(min_length=1, max_length=64), required=False,
                                  max_length=4, help_text="Up to 4 strings that end the reply (a single string "
                                                          "is accepted too).")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1,
+    seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED,
                                     help_text="Same seed, same prompt and sampling: the same reply.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")
@@ -255,7 +256,7 @@ class RegenerateRequest(serializers.Serializer):
     max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="Reply length cap.")
     temperature = serializers.FloatField(required=False, min_value=0, max_value=2, help_text="0 to 2.")
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="Greater than 0, at most 1.")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, help_text="Sampling seed.")
+    seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, help_text="Sampling seed.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")
     stream = serializers.BooleanField(required=False, help_text=STREAM_HELP)

@@ -12,7 +12,7 @@ import json
 
 from django.conf import settings
 
-from chatsite.errors import error_body_for
+from chatsite.errors import error_body_for, error_headers_for
 from chatsite.json_body import too_large_message
 
 REFUSED_BODY = {"type": "http.disconnect"}  # what the application reads after a refusal
@@ -25,8 +25,9 @@ def body_limit() -> int | None:
 def too_large_response(path: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The 413 (status, headers, body), in the error shape of the URL's API."""
     body = json.dumps(error_body_for(path, 413, "request_too_large", too_large_message())).encode()
-    headers = [(b"Content-Type", b"application/json"), (b"Content-Length", str(len(body)).encode()),
-               (b"Connection", b"close")]
+    headers = [(name.encode(), value.encode()) for name, value in error_headers_for(path).items()]  # an API's own
+    headers += [(b"Content-Type", b"application/json"), (b"Content-Length", str(len(body)).encode()),
+                (b"Connection", b"close")]
     return 413, headers, body
 
 

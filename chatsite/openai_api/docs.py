@@ -6,7 +6,9 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from chatsite.runs.choices import MAX_CHOICES
+from chatsite.openai_api.vllm_docs import VllmRequestFields
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
+from chatsite.runs.validation import MAX_SEED, MIN_SEED
 
 TEXT_PART = {"type": "object", "required": ["type", "text"],
              "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}
@@ -25,17 +27,20 @@ class StopField(serializers.JSONField):
 
 
 class OpenAIChatMessage(serializers.Serializer):
-    role = serializers.ChoiceField(["system", "developer", "user", "assistant"],
-                                   help_text="`developer` is taken as `system`. Tool messages are not supported.")
+    role = serializers.ChoiceField(["system", "developer", "user", "assistant", "tool"], help_text=(
+        "`developer` is taken as `system`. A conversation ending with the assistant's message is a prefill the "
+        "model carries on; a system message alone is answered."))
     content = ContentField(help_text="A string, or a list of text parts.")
 
 
 class OpenAIStreamOptions(serializers.Serializer):
     include_usage = serializers.BooleanField(required=False, help_text="Send a last chunk with `usage` "
                                                                        "(and `choices: []`) before [DONE].")
+    continuous_usage_stats = serializers.BooleanField(required=False, help_text=(
+        "vLLM's, with include_usage: every chunk after the first carries the usage so far."))
 
 
-class OpenAIChatCompletionRequest(serializers.Serializer):
+class OpenAIChatCompletionRequest(VllmRequestFields):
     model = serializers.CharField(help_text="A model id from GET /v1/models (a model pool's name).")
     messages = OpenAIChatMessage(many=True, help_text="The conversation, oldest first; the last must be the user's.")
     stream = serializers.BooleanField(required=False, default=False, help_text="Send the reply as it is generated "
@@ -50,8 +55,8 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
                                    help_text="Greater than 0.")
     stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the reply.")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
-                                    help_text="Same seed, prompt and sampling: the same reply.")
+    seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, allow_null=True,
+                                    help_text="Any 64-bit integer. Same seed, prompt and sampling: the same reply.")
     n = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CHOICES, allow_null=True,
                                  help_text=f"1 to {MAX_CHOICES} choices, one run each; the prompt is counted once "
                                            "and max_tokens reserved for each.")
@@ -84,6 +89,13 @@ class OpenAIChatCompletionRequest(serializers.Serializer):
     top_logprobs = serializers.IntegerField(required=False, min_value=0, max_value=20, allow_null=True, help_text=(
         "0 to 20, only with logprobs: true: the most likely tokens at each position, with theirs."))
     user = serializers.CharField(required=False, allow_null=True, help_text="Accepted, not used.")
+    echo = serializers.BooleanField(required=False, allow_null=True, help_text=(
+        "vLLM's: a prefill (the conversation's last, assistant message) comes before the reply's text."))
+    add_generation_prompt = serializers.BooleanField(required=False, allow_null=True, help_text=(
+        "vLLM's: true after a last assistant message asks for a new reply rather than carrying it on; false after "
+        "a user's message leaves the reply's opening out of the prompt."))
+    continue_final_message = serializers.BooleanField(required=False, allow_null=True, help_text=(
+        "vLLM's: carry on the last (assistant) message, as without it; false: a new reply."))
 
 
 class OpenAIToolCall(serializers.Serializer):
@@ -110,9 +122,12 @@ class OpenAIChoice(serializers.Serializer):
 
 
 class OpenAIUsage(serializers.Serializer):
-    prompt_tokens = serializers.IntegerField(help_text="The run's prompt tokens.")
+    prompt_tokens = serializers.IntegerField(help_text="The run's prompt tokens (each prompt's once).")
     completion_tokens = serializers.IntegerField(help_text="The run's reply tokens.")
     total_tokens = serializers.IntegerField(help_text="The sum of both.")
+    prompt_tokens_details = serializers.JSONField(help_text=(
+        "{cached_tokens: the prompt tokens the engine's prefix cache served, audio_tokens: 0}."))
+    completion_tokens_details = serializers.JSONField(help_text="Reasoning, audio and prediction tokens: all 0.")
 
 
 class OpenAIChatCompletion(serializers.Serializer):
@@ -203,10 +218,11 @@ class ChatCompletionsDocs(APIView):
         raise NotImplementedError("served by chatsite.openai_api.views.chat_completions")
 
 
-class OpenAITextCompletionRequest(serializers.Serializer):
+class OpenAITextCompletionRequest(VllmRequestFields):
     model = serializers.CharField(help_text="A model id from GET /v1/models (a model pool's name).")
-    prompt = serializers.JSONField(help_text="A string, or a list of one string: sent to the model as it is, "
-                                             "without the chat template. Token-id prompts are refused.")
+    prompt = serializers.JSONField(help_text=(
+        "A string, a list of token ids, or a list of up to 32 of either (n choices each, indexed prompt by prompt): "
+        "sent to the model as it is, without the chat template."))
     stream = serializers.BooleanField(required=False, default=False, help_text="Send the text as it is "
                                                                              "generated (text/event-stream).")
     stream_options = OpenAIStreamOptions(required=False, allow_null=True, help_text="Only with stream: true.")
@@ -217,11 +233,15 @@ class OpenAITextCompletionRequest(serializers.Serializer):
     top_p = serializers.FloatField(required=False, min_value=0, max_value=1, allow_null=True,
                                    help_text="Greater than 0.")
     stop = StopField(required=False, allow_null=True, help_text="Up to 4 strings that end the text.")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True,
-                                    help_text="Same seed, prompt and sampling: the same text.")
+    seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, allow_null=True,
+                                    help_text="Any 64-bit integer. Same seed, prompt and sampling: the same text.")
     n = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CHOICES, allow_null=True,
                                  help_text=f"1 to {MAX_CHOICES} choices, as for chat completions.")
-    echo = serializers.BooleanField(required=False, help_text="Only false.")
+    echo = serializers.BooleanField(required=False, help_text=(
+        "The prompt before each choice's text; with logprobs, the prompt's log probabilities first (the first "
+        "token's null)."))
+    response_format = serializers.JSONField(required=False, allow_null=True, help_text="As on chat completions "
+                                                                                      "(vLLM's).")
     suffix = serializers.CharField(required=False, allow_null=True, help_text="Refused (400) unless empty.")
     logprobs = serializers.IntegerField(required=False, min_value=0, max_value=5, allow_null=True, help_text=(
         "0 to 5: every token's log probability and the N most likely tokens at each position."))

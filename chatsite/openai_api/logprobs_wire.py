@@ -37,3 +37,45 @@ def text(items, *, offset: int = 0) -> dict:
         offset += len(token)
     return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
             "text_offset": text_offset}
+
+
+def prompt_text_logprobs(items, first, *, as_ids: bool = False) -> dict:
+    """A prompt's log probabilities in the legacy shape, for `echo` (what scoring harnesses
+    read): the first token's own figure and alternatives are null, as it has no context.
+    `items`: the run's prompt logprobs (None, then [id, token, logprob, rank, [[id, token,
+    logprob], ...]] each); `first`: the first token's [id, token]."""
+    tokens, token_logprobs, top_logprobs, text_offset, offset = [], [], [], [], 0
+    for item in items or ():
+        if item is None:
+            token_id, token = first or (0, "")
+            token_logprobs.append(None)
+            top_logprobs.append(None)
+        else:
+            token_id, token, logprob, _rank, top = item
+            token_logprobs.append(logprob)
+            top_logprobs.append({(f"token_id:{t}" if as_ids else text): lp for t, text, lp in top})
+        tokens.append(f"token_id:{token_id}" if as_ids else token)
+        text_offset.append(offset)
+        offset += len(token)
+    return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
+            "text_offset": text_offset}
+
+
+def joined(first: dict, then: dict) -> dict:
+    """Two legacy logprobs objects, the second after the first (its offsets as they are)."""
+    return {key: first[key] + then[key] for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset")}
+
+
+def vllm_prompt(items) -> list:
+    """vLLM's `prompt_logprobs`: null for the first token, then per token a map of token
+    id to {logprob, rank, decoded_token}, holding the token and the likeliest ones."""
+    out = []
+    for item in items or ():
+        if item is None:
+            out.append(None)
+            continue
+        token_id, token, logprob, rank, top = item
+        position = {str(t): {"logprob": lp, "rank": i + 1, "decoded_token": text} for i, (t, text, lp) in enumerate(top)}
+        position[str(token_id)] = {"logprob": logprob, "rank": rank, "decoded_token": token}
+        out.append(position)
+    return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from chatsite.errors import InvalidInput
 from chatsite.request_digest import digest
 from chatsite.openai_api import tools as tool_params
+from chatsite.openai_api import vllm_params
 from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.validation import clean_logprobs
 
@@ -19,18 +20,16 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 CHAT_ROLES = {**ROLES, "tool": "tool"}  # chat completions also take a function's result
 
 # Parameters that would change the reply's meaning: refused unless they ask for the default.
-UNSUPPORTED = {
-    "logit_bias": (None, {}), "audio": (None,), "prediction": (None,), "modalities": (None, ["text"]),
-}
+UNSUPPORTED = {"audio": (None,), "prediction": (None,), "modalities": (None, ["text"])}
 # The legacy function calling, refused: tools and tool_choice replace it (tools.py).
 LEGACY_TOOL_PARAMS = {"functions": (None, []), "function_call": (None, "none", "auto")}
 # Passed to the run's sampling as they are; chatsite.runs.validation checks them.
 SAMPLING_PARAMS = ("temperature", "top_p", "stop", "seed", "ignore_eos", "top_k", "min_p", "frequency_penalty",
-                   "presence_penalty", "repetition_penalty", "response_format")
-# /v1/completions: no response_format (OpenAI's text completions have none).
-TEXT_SAMPLING_PARAMS = SAMPLING_PARAMS[:-1]
-TEXT_UNSUPPORTED = {"echo": (None, False), "suffix": (None, ""), "best_of": (None, 1), "logit_bias": (None, {})}
+                   "presence_penalty", "repetition_penalty", "response_format", "logit_bias")
+TEXT_UNSUPPORTED = {"suffix": (None, ""), "best_of": (None, 1)}
 MAX_TEXT_LOGPROBS = 5  # OpenAI's limit for /v1/completions' legacy `logprobs`
+MAX_PROMPTS = 32  # prompts in one /v1/completions request
+MAX_TEXT_CHOICES = 64  # prompts times n
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,10 @@ class CompletionRequest:
     digest: str = ""  # sha256 of the body: an Idempotency-Key repeat must send the same
     raw_prompt: bool = False  # a text completion: `content` goes to the model without the chat template
     n: int = 1  # choices: one run each
+    role: str = "user"  # the last message's: a reply the model carries on (assistant), or a system message alone
+    # A text completion's prompts after the first, each (text, token ids or None): one run per choice of each.
+    more_prompts: tuple = ()
+    prompt_token_ids: list | None = None  # the first prompt's token ids, when it was sent as token ids
 
 
 def _text(content, i: int) -> str:
@@ -90,9 +93,9 @@ def _messages(value) -> list[dict]:
             call_ids.update(call["id"] for call in item["tool_calls"])
         content = msg.get("content")
         out.append({**item, "content": "" if content is None and "tool_calls" in item else _text(content, i)})
-    if out[-1]["role"] not in ("user", "tool"):
-        raise InvalidInput("the last message must be the user's (role 'user') or a tool's result (role 'tool'): "
-                           "it is the one the model answers", field=f"messages[{len(out) - 1}].role")
+    if out[-1].get("tool_calls"):
+        raise InvalidInput("the last message has tool calls: send their results (role 'tool') for the model to "
+                           "answer", field=f"messages[{len(out) - 1}].tool_calls")
     return out
 
 
@@ -106,7 +109,7 @@ def _first_tool_param(body: dict, messages: list[dict]) -> str | None:
                 None)
 
 
-def flag(body: dict, name: str, default: bool = False) -> bool:
+def flag(body: dict, name: str, default: bool | None = False) -> bool | None:
     """A true/false field of the body (absent: `default`); InvalidInput naming it otherwise."""
     value = body.get(name)
     if value is None:
@@ -137,8 +140,10 @@ def parse_completion_request(body) -> CompletionRequest:
                                field=name)
     tool_use = tool_params.parse_tool_use(body)
     tools = _first_tool_param(body, messages)
+    vllm_params.refuse_unsupported(body, chat=True)
     sampling = {"max_tokens": _max_tokens(body), **{name: body.get(name) for name in SAMPLING_PARAMS},
-                **_chat_logprobs(body)}
+                **_chat_logprobs(body), **vllm_params.vllm_sampling(body), **_template_options(body, messages),
+                **_continuous_usage(body)}
     n = choices(body)
     if n > 1 and tool_use is not None:
         raise InvalidInput("n > 1 is not supported with tools: ask for one choice, or leave tools out", field="n")
@@ -146,9 +151,42 @@ def parse_completion_request(body) -> CompletionRequest:
              "sampling": sampling, "tools": tools, **_n_asked(n)}
     if tool_use is not None:  # absent otherwise: a request without tools keeps the digest it always had
         asked["tool_use"] = tool_use.as_run_tools()
-    return CompletionRequest(model=model, history=messages[:-1], content=messages[-1]["content"], stream=stream,
+    last = messages[-1]
+    return CompletionRequest(model=model, history=messages[:-1], content=last["content"], stream=stream,
                              include_usage=include_usage, sampling=sampling, tools=tools, tool_use=tool_use,
-                             tool_call_id=messages[-1].get("tool_call_id", ""), digest=digest(asked), n=n)
+                             tool_call_id=last.get("tool_call_id", ""), digest=digest(asked), n=n, role=last["role"])
+
+
+def _template_options(body: dict, messages: list[dict]) -> dict:
+    """How the chat template ends the prompt (vLLM's add_generation_prompt and
+    continue_final_message; echo): a conversation that ends with a reply is a prefill
+    the model carries on, unless the request asks for a new turn after it. {} for the
+    defaults, so a request without them digests as it always did."""
+    add, carry_on = flag(body, "add_generation_prompt", None), flag(body, "continue_final_message", None)
+    last = messages[-1]["role"]
+    if carry_on and add:
+        raise InvalidInput("continue_final_message and add_generation_prompt cannot both be true: the model "
+                           "either carries on the last message or starts a new one", field="continue_final_message")
+    if carry_on and last != "assistant":
+        raise InvalidInput("continue_final_message needs the last message to be the assistant's: it is the reply "
+                           "the model carries on", field="continue_final_message")
+    out = {}
+    if last == "assistant" and (add or carry_on is False):
+        out["add_generation_prompt"] = True  # a new reply after the last one, as OpenAI answers
+    elif last != "assistant" and add is False:
+        out["add_generation_prompt"] = False
+    if flag(body, "echo"):
+        out["echo"] = True
+    return out
+
+
+def _continuous_usage(body: dict) -> dict:
+    """vLLM's stream_options.continuous_usage_stats: usage so far on every chunk."""
+    value = (body.get("stream_options") or {}).get("continuous_usage_stats")
+    if value is not None and not isinstance(value, bool):
+        raise InvalidInput("stream_options.continuous_usage_stats must be true or false",
+                           field="stream_options.continuous_usage_stats")
+    return {"continuous_usage_stats": True} if value else {}
 
 
 def _chat_logprobs(body: dict) -> dict:
@@ -181,27 +219,54 @@ def _common(body) -> tuple[str, bool, bool]:
 
 
 def parse_text_completion_request(body) -> CompletionRequest:
-    """A text completion request (POST /v1/completions): `prompt`, a string or a list
-    of one string, goes to the model as it is. Raises InvalidInput naming the parameter."""
+    """A text completion request (POST /v1/completions): `prompt`, a string, token ids,
+    or a list of either (one group of n choices each), goes to the model as it is.
+    Raises InvalidInput naming the parameter."""
     model, stream, include_usage = _common(body)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if not isinstance(prompt, str):
-        raise InvalidInput("prompt must be a string (or a list of one string); token-id prompts and several "
-                           "prompts per request are not supported", field="prompt")
+    prompts = _prompts(body.get("prompt"))
     for name, allowed in TEXT_UNSUPPORTED.items():
         if body.get(name) not in allowed:
             raise InvalidInput(f"{name} is not supported by this server; leave it out", field=name)
-    sampling = {"max_tokens": body.get("max_tokens"), **{name: body.get(name) for name in TEXT_SAMPLING_PARAMS}}
+    vllm_params.refuse_unsupported(body, chat=False)
+    sampling = {"max_tokens": body.get("max_tokens"), **{name: body.get(name) for name in SAMPLING_PARAMS},
+                **vllm_params.vllm_sampling(body), **_continuous_usage(body)}
     logprobs = clean_logprobs(body.get("logprobs"), field="logprobs", most=MAX_TEXT_LOGPROBS)
     if logprobs is not None:  # left out of the digest when not asked for, as before
         sampling["logprobs"] = logprobs
+    if flag(body, "echo"):  # the prompt before each choice's text, with its logprobs when they are asked for
+        sampling["echo"] = True
+        if logprobs is not None and sampling.get("prompt_logprobs") is None:
+            sampling["prompt_logprobs"] = logprobs
     n = choices(body)
-    asked = {"model": model, "prompt": prompt, "stream": stream, "include_usage": include_usage,
-             "sampling": sampling, "raw_prompt": True, **_n_asked(n)}
-    return CompletionRequest(model=model, history=[], content=prompt, stream=stream, include_usage=include_usage,
-                             sampling=sampling, digest=digest(asked), raw_prompt=True, n=n)
+    if len(prompts) * n > MAX_TEXT_CHOICES:
+        raise InvalidInput(f"{len(prompts)} prompts with n={n} are {len(prompts) * n} choices; at most "
+                           f"{MAX_TEXT_CHOICES} per request", field="n")
+    asked = {"model": model, "prompt": prompts[0][0] if len(prompts) == 1 and prompts[0][1] is None else prompts,
+             "stream": stream, "include_usage": include_usage, "sampling": sampling, "raw_prompt": True,
+             **_n_asked(n)}
+    (text, ids), *more = prompts
+    return CompletionRequest(model=model, history=[], content=text or "", stream=stream, include_usage=include_usage,
+                             sampling=sampling, digest=digest(asked), raw_prompt=True, n=n, more_prompts=tuple(more),
+                             prompt_token_ids=ids)
+
+
+def _prompts(prompt) -> list[tuple[str | None, list[int] | None]]:
+    """`prompt` as a list of (text, None) or (None, token ids): a string, a list of
+    token ids, or a list of strings or of token-id lists (one prompt each)."""
+    if isinstance(prompt, str):
+        return [(prompt, None)]
+    if isinstance(prompt, list) and prompt and all(_is_token(t) for t in prompt):
+        return [(None, prompt)]
+    if (isinstance(prompt, list) and 0 < len(prompt) <= MAX_PROMPTS
+            and all(isinstance(p, str) or (isinstance(p, list) and p and all(_is_token(t) for t in p))
+                    for p in prompt)):
+        return [(p, None) if isinstance(p, str) else (None, p) for p in prompt]
+    raise InvalidInput(f"prompt must be a string, a list of token ids, or a list of 1 to {MAX_PROMPTS} of either",
+                       field="prompt")
+
+
+def _is_token(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def choices(body: dict) -> int:

@@ -11,10 +11,20 @@ TAGS = ["openai"]
 INPUT_PART = {"type": "object", "required": ["type", "text"],
               "properties": {"type": {"type": "string", "enum": ["input_text", "output_text"]},
                              "text": {"type": "string"}}}
-INPUT_ITEM = {"type": "object", "required": ["role", "content"], "properties": {
-    "type": {"type": "string", "enum": ["message"]},
-    "role": {"type": "string", "enum": ["user", "assistant", "system", "developer"]},
-    "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": INPUT_PART}]}}}
+INPUT_ITEM = {"oneOf": [
+    {"type": "object", "required": ["role", "content"], "properties": {
+        "type": {"type": "string", "enum": ["message"]},
+        "role": {"type": "string", "enum": ["user", "assistant", "system", "developer"]},
+        "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": INPUT_PART}]}}},
+    {"type": "object", "required": ["type", "call_id", "name", "arguments"], "properties": {
+        "type": {"type": "string", "enum": ["function_call"]}, "call_id": {"type": "string"},
+        "name": {"type": "string"}, "arguments": {"type": "string"}}},
+    {"type": "object", "required": ["type", "call_id", "output"], "properties": {
+        "type": {"type": "string", "enum": ["function_call_output"]}, "call_id": {"type": "string"},
+        "output": {"type": "string"}}}]}
+FUNCTION_TOOL = {"type": "object", "required": ["type", "name"], "properties": {
+    "type": {"type": "string", "enum": ["function"]}, "name": {"type": "string"}, "description": {"type": "string"},
+    "parameters": {"type": "object"}, "strict": {"type": "boolean"}}}
 
 
 @extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": INPUT_ITEM}]})
@@ -22,10 +32,16 @@ class InputField(serializers.JSONField):
     pass
 
 
+@extend_schema_field({"type": "array", "items": FUNCTION_TOOL})
+class ToolsField(serializers.JSONField):
+    pass
+
+
 class ResponseCreateRequest(serializers.Serializer):
     model = serializers.CharField(help_text="A model id from GET /v1/models.")
-    input = InputField(help_text="A string (the user's message), or message items, oldest first; the last must "
-                                 "be the user's. Text parts only.")
+    input = InputField(help_text="A string (the user's message), or items, oldest first: messages (text parts), "
+                                 "function_call and function_call_output items. Ending with the assistant's "
+                                 "message, a prefill the model carries on.")
     instructions = serializers.CharField(required=False, allow_null=True, help_text="The system prompt of this "
                                                                                     "turn (not carried over by "
                                                                                     "previous_response_id).")
@@ -36,8 +52,17 @@ class ResponseCreateRequest(serializers.Serializer):
     stream = serializers.BooleanField(required=False, help_text="Send events as they come (text/event-stream).")
     background = serializers.BooleanField(required=False, help_text="Answer at once (status queued); the run goes "
                                                                     "on without the client.")
-    store = serializers.BooleanField(required=False, help_text="Only true: every response is stored. "
-                                                               "false is refused with 400 (param store).")
+    store = serializers.BooleanField(required=False, help_text=(
+        "Default true. false: answered, then not readable (404) and its text forgotten; not with background."))
+    tools = ToolsField(required=False, allow_null=True, help_text=(
+        "Function tools ({type: function, name, description, parameters, strict}), on a model whose chat template "
+        "has tools; a call is a function_call output item, its result a function_call_output input item."))
+    tool_choice = serializers.JSONField(required=False, allow_null=True, help_text=(
+        '"none", "auto" (default), "required" or {"type": "function", "name"}.'))
+    parallel_tool_calls = serializers.BooleanField(required=False, allow_null=True, help_text="false: one call.")
+    text = serializers.JSONField(required=False, allow_null=True, help_text=(
+        '{"format": {"type": "text" | "json_object"}} or {"format": {"type": "json_schema", "name", "schema", '
+        '"strict"}}: the reply constrained to JSON by vLLM structured outputs.'))
     previous_response_id = serializers.CharField(required=False, allow_null=True,
                                                  help_text="Continue that response's conversation, after its reply.")
     metadata = serializers.DictField(child=serializers.CharField(), required=False, allow_null=True,
@@ -61,10 +86,12 @@ class ResponseObject(serializers.Serializer):
     instructions = serializers.CharField(allow_null=True, help_text="As sent.")
     max_output_tokens = serializers.IntegerField(help_text="The limit the run had.")
     model = serializers.CharField(help_text="The model (pool) that answered.")
-    output = serializers.JSONField(help_text="[] while queued (and when failed); else one message item "
+    output = serializers.JSONField(help_text="[] while queued (and when failed); else the message item "
                                              "{type: message, id: msg_<run id>, role: assistant, status, "
-                                             "content: [{type: output_text, text, annotations: []}]}, "
-                                             "in_progress with the text so far while running.")
+                                             "content: [{type: output_text, text, annotations: []}]} (with tools, "
+                                             "when there are words) and function_call items {type: function_call, "
+                                             "id: fc_<run id>_<n>, call_id, name, arguments, status}; in_progress "
+                                             "with what is read so far while running.")
     previous_response_id = serializers.CharField(allow_null=True, help_text="As sent.")
     temperature = serializers.FloatField(help_text="The run's.")
     top_p = serializers.FloatField(help_text="The run's.")
@@ -155,8 +182,32 @@ class ResponseCancelDocs(APIView):
 
     @extend_schema(operation_id="openai_responses_cancel", tags=TAGS, summary="Cancel a response (OpenAI)",
                    description="Stops the run, keeping its partial reply; waits up to 5 s for it to stop. "
-                               "Cancelling a finished response changes nothing.",
+                               "Cancelling a finished background response changes nothing; a finished one that "
+                               "was not in the background is a 400.",
                    parameters=[RESPONSE_ID], request=None, responses={200: ResponseObject,
-                                                                      **_errors(401, 404, 405, 503)})
+                                                                      **_errors(400, 401, 404, 405, 503)})
     def post(self, request, response_id: str):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
+class InputItemList(serializers.Serializer):
+    object = serializers.CharField(help_text="Always list.")
+    data = serializers.JSONField(help_text="Items: message (id msg_in<n>), function_call (fc_in<n>_<k>) and "
+                                           "function_call_output (fco_<n>).")
+    first_id = serializers.CharField(allow_null=True, help_text="The page's first item's id (null when empty).")
+    last_id = serializers.CharField(allow_null=True, help_text="Its last item's id: the next page's `after`.")
+    has_more = serializers.BooleanField(help_text="Whether items come after this page.")
+
+
+class ResponseInputItemsDocs(APIView):
+    authentication_classes = [ApiKeyAuthentication]
+
+    @extend_schema(operation_id="openai_responses_input_items", tags=TAGS, summary="List a response's input items",
+                   description="The items this response's input held (not those of the responses it continued).",
+                   parameters=[RESPONSE_ID,
+                               OpenApiParameter("limit", int, description="1 to 100; 20 by default."),
+                               OpenApiParameter("order", str, enum=["asc", "desc"], description="desc by default."),
+                               OpenApiParameter("after", str, description="An item id: the items after it.")],
+                   responses={200: InputItemList, **_errors(400, 401, 404, 405, 503)})
+    def get(self, request, response_id: str):  # pragma: no cover - never routed
         raise NotImplementedError

@@ -19,6 +19,8 @@ one's), and a client resuming from another life's number is told to start over
 (`restarted`), never sent the new life's text after the old one's.
 """
 from chatsite.openai_api import responses_wire as wire
+from chatsite.openai_api.tool_calls import ArgumentsDelta, Call, Content, ReplyReader
+from chatsite.openai_api.tools_wire import call_id_prefix_of
 from chatsite.runs.stream import codec
 
 OPENING_EVENTS = 4
@@ -49,14 +51,16 @@ class ResponseEvents:
         return {"item_id": self.item_id, "output_index": 0, "content_index": 0}
 
     def opening(self) -> list[tuple[int, bytes]]:
-        created = "queued" if self.base["background"] else "in_progress"
-        return [
-            self._event("response.created", response=wire.pending_object(self.base, created)),
-            self._event("response.in_progress", response=wire.pending_object(self.base, "in_progress")),
+        return self._begun() + [
             self._event("response.output_item.added", output_index=0,
                         item=wire.message_item(self.run_id, "in_progress", None)),
             self._event("response.content_part.added", **self._where(), part=wire.text_part("")),
         ]
+
+    def _begun(self) -> list[tuple[int, bytes]]:
+        created = "queued" if self.base["background"] else "in_progress"
+        return [self._event("response.created", response=wire.pending_object(self.base, created)),
+                self._event("response.in_progress", response=wire.pending_object(self.base, "in_progress"))]
 
     def feed(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
         """The events an entry of the run stream makes (none for an empty snapshot)."""
@@ -66,29 +70,41 @@ class ResponseEvents:
         if entry.type == codec.TOKEN:
             self.text += entry.text
             self.output_tokens += entry.n
-            return [self._event("response.output_text.delta", **self._where(), delta=entry.text,
-                                logprobs=self._take(entry.logprobs))]
+            return self._said(entry.text, entry.logprobs)
         if entry.type == codec.SNAPSHOT:  # the whole saved text, in place of what came before
-            delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
-            taken = 0 if self.logprobs is None or delta == entry.text else len(self.logprobs)
-            if self.logprobs is not None:
-                self.logprobs = self.logprobs[:taken]
-            self.text, self.output_tokens = entry.text, entry.n
-            return [self._event("response.output_text.delta", **self._where(), delta=delta,
-                                logprobs=self._take((entry.logprobs or [])[taken:]))] if delta else []
+            return self._replaced(entry)
         final = wire.finished_object(self.base, self.run_id, text=self.text, output_tokens=self.output_tokens,
                                      terminal=entry, logprobs=self.logprobs)
         if entry.type == codec.ERROR:
             return [self._event("response.failed", response=final)]
+        return self._closing(final)
+
+    def _said(self, text: str, logprobs) -> list[tuple[int, bytes]]:
+        """The events of new text of the reply (and its tokens' logprobs)."""
+        return [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=self._take(logprobs))]
+
+    def _replaced(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
+        delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
+        taken = 0 if self.logprobs is None or delta == entry.text else len(self.logprobs)
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs[:taken]
+        self.text, self.output_tokens = entry.text, entry.n
+        return self._said(delta, (entry.logprobs or [])[taken:]) if delta else []
+
+    def _closing(self, final: dict) -> list[tuple[int, bytes]]:
+        """The events that end a reply that did not fail: its items done, then the response."""
         item = final["output"][0]
         return [
             self._event("response.output_text.done", **self._where(), text=self.text,
                         logprobs=wire.token_logprobs(self.logprobs)),
             self._event("response.content_part.done", **self._where(), part=wire.text_part(self.text, self.logprobs)),
             self._event("response.output_item.done", output_index=0, item=item),
-            self._event("response.completed" if final["status"] == "completed" else "response.incomplete",
-                        response=final),
+            self._ended(final),
         ]
+
+    def _ended(self, final: dict) -> tuple[int, bytes]:
+        return self._event("response.completed" if final["status"] == "completed" else "response.incomplete",
+                           response=final)
 
     def _take(self, items) -> list:
         """A delta's logprobs in the wire shape, kept for the closing events ([] when not asked for)."""
@@ -115,3 +131,94 @@ class ResponseEvents:
         """An `error` event: reading the stream failed, or the key was revoked meanwhile
         (the run goes on and is saved)."""
         return self._event("error", code=code, message=message, param=None)[1]
+
+
+class ToolResponseEvents(ResponseEvents):
+    """The events of a response whose run has tools: its output items begin as its
+    reply is read (tool_calls.ReplyReader, the one reader of a tool run's text): the
+    message at its first words (output_text deltas), each function call at its start
+    (function_call_arguments deltas, then done). The message stays open to the end (words
+    may follow a call); a call closes when the next begins, or at the end. Log
+    probabilities are not streamed (the reader re-cuts the text), as on chat completions."""
+
+    def __init__(self, base: dict, run_id: int, *, logprobs: bool = False):
+        super().__init__(base, run_id)
+        self.reader = ReplyReader(base["run_tools"], call_id_prefix=call_id_prefix_of(run_id))
+        self.items = 0  # output items begun
+        self.message_index: int | None = None
+        self.message_text = ""
+        self.call: tuple[int, Call, str] | None = None  # the open call: its output index, the call, its arguments
+
+    def opening(self) -> list[tuple[int, bytes]]:
+        return self._begun()  # no item until the reply says which
+
+    def _said(self, text: str, logprobs) -> list[tuple[int, bytes]]:
+        return self._read(self.reader.feed(text))
+
+    def _replaced(self, entry: codec.Entry) -> list[tuple[int, bytes]]:
+        delta = entry.text[len(self.text):] if entry.text.startswith(self.text) else entry.text
+        self.text, self.output_tokens = entry.text, entry.n
+        return self._said(delta, None)
+
+    def _closing(self, final: dict) -> list[tuple[int, bytes]]:
+        out = self._read(self.reader.finish())
+        items = final["output"]
+        if self.call is not None:
+            out += self._close_call(items[self.call[0]])
+        if self.message_index is not None:
+            item, where = items[self.message_index], self._at(self.message_index)
+            out += [self._event("response.output_text.done", **where, text=self.message_text, logprobs=[]),
+                    self._event("response.content_part.done", **where, part=item["content"][0]),
+                    self._event("response.output_item.done", output_index=self.message_index, item=item)]
+        return out + [self._ended(final)]
+
+    def _at(self, index: int) -> dict:
+        return {"item_id": self.item_id, "output_index": index, "content_index": 0}
+
+    def _read(self, events: list) -> list[tuple[int, bytes]]:
+        out = []
+        for event in events:
+            if isinstance(event, Content):
+                if self.message_index is None:
+                    self.message_index, self.items = self.items, self.items + 1
+                    out += [self._event("response.output_item.added", output_index=self.message_index,
+                                        item=wire.message_item(self.run_id, "in_progress", None)),
+                            self._event("response.content_part.added", **self._at(self.message_index),
+                                        part=wire.text_part(""))]
+                self.message_text += event.text
+                out.append(self._event("response.output_text.delta", **self._at(self.message_index),
+                                       delta=event.text, logprobs=[]))
+            elif isinstance(event, Call):
+                if self.call is not None:
+                    index, call, arguments = self.call
+                    out += self._close_call(wire.call_item(self.run_id, call, "completed", arguments))
+                self.call, self.items = (self.items, event, event.arguments), self.items + 1
+                out.append(self._event("response.output_item.added", output_index=self.call[0],
+                                       item=wire.call_item(self.run_id, event, "in_progress", "")))
+                if event.arguments:
+                    out.append(self._arguments_delta(event.arguments))
+            elif isinstance(event, ArgumentsDelta) and self.call is not None:
+                index, call, arguments = self.call
+                self.call = (index, call, arguments + event.text)
+                out.append(self._arguments_delta(event.text))
+        return out
+
+    def _arguments_delta(self, text: str) -> tuple[int, bytes]:
+        index, call, _ = self.call
+        return self._event("response.function_call_arguments.delta", item_id=wire.call_item(self.run_id, call,
+                                                                                            "")["id"],
+                           output_index=index, delta=text)
+
+    def _close_call(self, item: dict) -> list[tuple[int, bytes]]:
+        index = self.call[0]
+        self.call = None
+        return [self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                            arguments=item["arguments"]),
+                self._event("response.output_item.done", output_index=index, item=item)]
+
+
+def events_for(base: dict, run_id: int, *, logprobs: bool) -> ResponseEvents:
+    """The events of a response: its run's tools decide how its reply is read."""
+    if base.get("run_tools"):
+        return ToolResponseEvents(base, run_id)
+    return ResponseEvents(base, run_id, logprobs=logprobs)

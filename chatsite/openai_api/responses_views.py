@@ -19,9 +19,9 @@ from chatsite.openai_api import responses_services as services
 from chatsite.openai_api import responses_wire as wire
 from chatsite.openai_api.auth import CHALLENGE, REVOKED_MESSAGE, authenticate, json_body, key_grant, require_method
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
-from chatsite.openai_api.responses_events import ResponseEvents
-from chatsite.openai_api.responses_request import ResponseRequest, parse_response_request
-from chatsite.openai_api.responses_selectors import response_get
+from chatsite.openai_api.responses_events import events_for
+from chatsite.openai_api.responses_request import LOGPROBS_INCLUDE, ResponseRequest, parse_response_request
+from chatsite.openai_api.responses_selectors import response_get, response_input
 from chatsite.openai_api.views import CLIENT_RUN_ERRORS, openai_view
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.outlet import Outlet, closing_after
@@ -34,6 +34,7 @@ from chatsite.edge.sse import SseResponse
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 5.0  # a running run's worker stops at its next engine step
+INPUT_PAGE, MAX_INPUT_PAGE = 20, 100  # input items per page: OpenAI's default and limit
 # What admission and the chat services call a parameter, and what this endpoint calls it.
 PARAMS = {"max_tokens": "max_output_tokens", "system_prompt": "instructions", "messages": "input"}
 
@@ -65,7 +66,8 @@ def _object(run: GenerationRun) -> dict:
         return wire.pending_object(base, "queued")
     if not run.is_terminal:
         so_far = stream_log.read(run.pk)
-        output = [wire.message_item(run.pk, "in_progress", so_far.text, so_far.logprobs)] if so_far.text else []
+        output = wire.output_items(base, run.pk, "in_progress", so_far.text, so_far.logprobs,
+                                   final=False) if so_far.text else []
         return wire.response_object(base, status="in_progress", output=output)
     snapshot, terminal = finished_entries(run.pk)
     return wire.finished_object(base, run.pk, text=snapshot.text, output_tokens=snapshot.n, terminal=terminal,
@@ -93,7 +95,17 @@ def _create(key, req: ResponseRequest, idempotency_key: str) -> tuple[Generation
 
 def _finalized_object(run_id: int) -> dict:
     run_finalize(run_id=run_id)  # idempotent: the worker usually got there first
-    return _object(_load(run_id))
+    run = _load(run_id)
+    body = _object(run)
+    if not run.response_record.stored:  # its text, now answered
+        services.response_forget(run_id=run_id)
+    return body
+
+
+def _forget(run_id: int) -> None:
+    """An unstored response's text, once its stream has told its end (saved first)."""
+    run_finalize(run_id=run_id)
+    services.response_forget(run_id=run_id)
 
 
 def _streaming(outlet: Outlet, events, run: GenerationRun) -> SseResponse:
@@ -146,7 +158,7 @@ async def _events(outlet: Outlet, run: GenerationRun, base: dict, *, after: int,
     """The response's events numbered after `after`, then the end of the response (or an
     error event, when the key is revoked meanwhile)."""
     run_id = run.pk
-    events = ResponseEvents(base, run_id, logprobs=logprobs_wire.asked(run))
+    events = events_for(base, run_id, logprobs=logprobs_wire.asked(run))
     if opening := [data for n, data in events.opening() if n > after]:
         yield b"".join(opening)
     try:
@@ -161,6 +173,8 @@ async def _events(outlet: Outlet, run: GenerationRun, base: dict, *, after: int,
                     return
                 if out := [data for n, data in fed if n > after]:
                     yield b"".join(out)
+        if not base["store"]:
+            await sync_to_async(_forget)(run_id)
     except Exception:  # Redis gone mid-stream: say so in the stream, then end it
         log.exception("response %s: streaming failed", run_id)
         yield events.broken(f"reading the reply failed; the response goes on and is saved: "
@@ -236,3 +250,48 @@ async def response_cancel(request, response_id: str):
     except TimeoutError:
         pass  # the worker has not stopped yet: the object says in_progress, and a GET will say cancelled
     return _json(await sync_to_async(_finalized_object)(run.pk), run)
+
+
+@openai_view
+async def response_input_items(request, response_id: str):
+    try:
+        require_method(request, "GET")
+        key = await authenticate(request)
+        after, limit, descending = _page(request)
+        items = await sync_to_async(_input_items)(key, response_id)
+    except OpenAIError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
+    except ServiceError as exc:
+        return _service_error(exc)
+    if descending:
+        items.reverse()
+    if after is not None:
+        ids = [item["id"] for item in items]
+        if after not in ids:
+            return error_response(400, "invalid_request", f"after: no input item {after[:60]!r} in this response",
+                                  "after")
+        items = items[ids.index(after) + 1:]
+    page = items[:limit]
+    return JsonResponse({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+                         "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit})
+
+
+def _input_items(key, response_id: str) -> list[dict]:
+    run = response_get(key=key.key, response_id=response_id)
+    return [item for message in response_input(run=run) for item in wire.input_items(message)]
+
+
+def _page(request) -> tuple[str | None, int, bool]:
+    """input_items' `after`, `limit` (1 to 100, 20 by default) and `order` (desc by
+    default), or OpenAIError 400 naming the one at fault."""
+    limit = request.GET.get("limit", str(INPUT_PAGE))
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_INPUT_PAGE:
+        raise OpenAIError(400, "invalid_request", f"limit must be an integer from 1 to {MAX_INPUT_PAGE}", "limit")
+    order = request.GET.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise OpenAIError(400, "invalid_request", "order must be asc or desc", "order")
+    for value in request.GET.getlist("include") + request.GET.getlist("include[]"):
+        if value != LOGPROBS_INCLUDE:
+            raise OpenAIError(400, "invalid_request", f"include: only \"{LOGPROBS_INCLUDE}\" is supported",
+                              "include")
+    return request.GET.get("after"), int(limit), order == "desc"

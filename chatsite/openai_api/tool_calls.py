@@ -7,6 +7,8 @@ the one reader of it, so resuming or replaying a stream gives the same calls.
   (constrained by its schema), streamed as the call's arguments as they come;
 - `required`: the reply is a JSON list of {"name", "arguments"} (constrained), read
   when it is complete;
+- `auto` with a response_format (`json` in the run's tools): the reply is JSON, read
+  when it is complete: a list of calls of offered functions, or else content;
 - `auto`: the model writes Hermes blocks, `<tool_call>{"name", "arguments"}</tool_call>`
   (or a list of such objects in one block); text outside them is content. Text that
   could be the start of a block is held back until it is known not to be, so the
@@ -55,6 +57,7 @@ class ReplyReader:
 
     def __init__(self, tools: dict, *, call_id_prefix: str):
         self._choice = tools["choice"]
+        self._json = tools.get("json", False)  # an `auto` reply constrained to content or calls
         self._parallel = tools.get("parallel", True)
         self._names = {d["function"]["name"] for d in tools["definitions"]}
         self._prefix = call_id_prefix
@@ -69,11 +72,14 @@ class ReplyReader:
         if isinstance(self._choice, dict):
             return self._named(text)
         self._buf += text
-        return [] if self._choice == "required" else self._scan(final=False)
+        return [] if self._choice == "required" or self._json else self._scan(final=False)
 
     def finish(self) -> list:
         if isinstance(self._choice, dict):
             return self._named("") if self.num_calls == 0 else []
+        if self._json:
+            calls = _calls_in(self._buf) if self._buf.lstrip().startswith("[") else None
+            return self._calls(calls) if calls is not None and self._known(calls) else [Content(self._buf)]
         if self._choice == "required":  # constrained to a list of calls: never content
             calls = _calls_in(self._buf)
             return self._calls(calls if calls is not None and self._known(calls) else self._cut_off(self._buf))
@@ -212,7 +218,11 @@ def _calls_in(text: str) -> list[tuple[str, str]] | None:
 def read_whole(text: str, tools: dict, *, call_id_prefix: str) -> tuple[str | None, list[Call]]:
     """(content, calls) of a whole reply; content is None when the reply is only calls."""
     reader = ReplyReader(tools, call_id_prefix=call_id_prefix)
-    events = reader.feed(text) + reader.finish()
+    return read_events(reader.feed(text) + reader.finish())
+
+
+def read_events(events: list) -> tuple[str | None, list[Call]]:
+    """(content, calls) the reader's events spell; content is None when there are only calls."""
     content = "".join(e.text for e in events if isinstance(e, Content))
     calls: dict[int, Call] = {}
     for e in events:

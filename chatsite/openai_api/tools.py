@@ -6,7 +6,9 @@ JSON Schema that constrains a reply that must call a function.
 A reply that must call (`required`, or a named function) is constrained by vLLM
 structured outputs: a named function's reply is its arguments object, a required
 call's a list of {"name", "arguments"} (one at most without parallel calls). With
-`auto` the model writes Hermes `<tool_call>` blocks, parsed by tool_calls.py.
+`auto` the model writes Hermes `<tool_call>` blocks, parsed by tool_calls.py; with
+`auto` and a response_format, the reply is JSON: that format's content, or a list of
+calls.
 
 A function's parameters may refer to definitions of their own (`$ref` to `#/$defs/...`,
 as Pydantic's nested models and `openai.pydantic_function_tool` write them). In a
@@ -37,21 +39,33 @@ class ToolUse:
     choice: str | dict  # "auto", "required" or {"name": ...}
     parallel: bool
 
-    def as_run_tools(self) -> dict:
+    def as_run_tools(self, *, content_format: dict | None = None) -> dict:
         """What GenerationRun.sampling["tools"] holds: the worker renders `definitions`,
-        the formatter reads `choice` and `parallel`."""
-        return {"definitions": self.definitions, "choice": self.choice, "parallel": self.parallel}
+        the formatter reads `choice` and `parallel`, and `json` when an `auto` reply is
+        JSON (a response_format's content, or calls: see constraint)."""
+        out = {"definitions": self.definitions, "choice": self.choice, "parallel": self.parallel}
+        if content_format is not None and self.choice == "auto":
+            out["json"] = True
+        return out
 
-    def constraint(self) -> dict | None:
-        """The response_format that makes the reply a call (None for `auto`)."""
+    def constraint(self, content_format: dict | None = None) -> dict | None:
+        """The response_format that makes the reply a call (None for `auto`). With
+        `content_format` (the run's own response_format, cleaned) and `auto`, the reply is
+        JSON: content of that format, or a list of calls; with `required` or a named
+        function the reply is a call, so the format has no content to shape."""
         if self.choice == "auto":
-            return None
-        by_name = {d["function"]["name"]: d["function"] for d in self.definitions}
+            return None if content_format is None else _content_or_calls(content_format, self._calls_schema())
         if isinstance(self.choice, dict):
-            schema = by_name[self.choice["name"]]["parameters"]
+            schema = self._by_name()[self.choice["name"]]["parameters"]
             return {"type": "json_schema", "name": "tool_arguments", "schema": schema}
+        return {"type": "json_schema", "name": "tool_calls", "schema": self._calls_schema()}
+
+    def _by_name(self) -> dict:
+        return {d["function"]["name"]: d["function"] for d in self.definitions}
+
+    def _calls_schema(self) -> dict:
         defs, calls = {}, []
-        for name, f in by_name.items():
+        for name, f in self._by_name().items():
             arguments = f["parameters"]
             if _refers(arguments):
                 defs[name], arguments = _rebased(arguments, f"#/$defs/{name}"), {"$ref": f"#/$defs/{name}"}
@@ -62,7 +76,22 @@ class ToolUse:
             schema["maxItems"] = 1
         if defs:
             schema["$defs"] = defs
-        return {"type": "json_schema", "name": "tool_calls", "schema": schema}
+        return schema
+
+
+def _content_or_calls(content_format: dict, calls: dict) -> dict:
+    """One schema for a reply that is either content of `content_format` or calls: the
+    content schema's definitions and the calls' moved to the root, where their references
+    point (a content definition named as a function gives way to the function's)."""
+    content = content_format.get("schema", {"type": "object"}) if content_format["type"] == "json_schema" else {
+        "type": "object"}
+    definitions = {key: content[key] for key in ("$defs", "definitions") if key in content}
+    content = {k: v for k, v in content.items() if k not in definitions}
+    if "$defs" in calls:
+        calls = dict(calls)
+        definitions["$defs"] = {**definitions.get("$defs", {}), **calls.pop("$defs")}
+    return {"type": "json_schema", "name": "content_or_tool_calls",
+            "schema": {"anyOf": [content, calls], **definitions}}
 
 
 def _refers(schema: dict) -> bool:
@@ -90,11 +119,6 @@ def parse_tool_use(body: dict) -> ToolUse | None:
     choice = _choice(choice, names)
     if choice == "none" or (choice == "auto" and not definitions):
         return None
-    fmt = body.get("response_format")
-    if fmt not in (None, {"type": "text"}):
-        raise InvalidInput("response_format cannot be combined with tools here: a constrained reply could not "
-                           "call a function; send tool_choice \"none\" or leave response_format out",
-                           field="response_format")
     return ToolUse(definitions, choice, True if parallel is None else parallel)
 
 

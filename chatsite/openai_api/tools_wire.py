@@ -16,7 +16,11 @@ def shape_for(run: GenerationRun, shape: wire.ChatShape) -> wire.ChatShape:
 
 def call_id_prefix(run: GenerationRun) -> str:
     """Call ids are the run's and the call's number: the same each time the reply is read."""
-    return f"call_{run.pk}_"
+    return call_id_prefix_of(run.pk)
+
+
+def call_id_prefix_of(run_id: int) -> str:
+    return f"call_{run_id}_"
 
 
 def _finish(reason: str, num_calls: int) -> str:

@@ -10,4 +10,6 @@ urlpatterns = [
     path("responses", responses_views.responses, name="openai-responses"),
     path("responses/<str:response_id>", responses_views.response_detail, name="openai-response"),
     path("responses/<str:response_id>/cancel", responses_views.response_cancel, name="openai-response-cancel"),
+    path("responses/<str:response_id>/input_items", responses_views.response_input_items,
+         name="openai-response-input-items"),
 ]

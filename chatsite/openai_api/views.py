@@ -16,10 +16,12 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite import stage_trace
-from chatsite.errors import UNAVAILABLE, ServiceError, openai_error_body
-from chatsite.openai_api import logprobs_wire, ratelimit, tools_wire, wire
+from chatsite.errors import REQUEST_ID_HEADER, UNAVAILABLE, ServiceError, openai_error_body, request_id
+from chatsite.openai_api import ratelimit, tools_wire, wire
 from chatsite.openai_api.auth import (CHALLENGE, REVOKED_MESSAGE, authenticate, authenticate_sync, json_body, key_grant,
                                      require_method)
+from chatsite.openai_api.completion_extras import Extras
+from chatsite.openai_api.completion_stream import CompletionStream
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
 from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
 from chatsite.openai_api.services import completion_submit
@@ -36,21 +38,24 @@ from chatsite.edge.sse import SseResponse
 log = logging.getLogger(__name__)
 
 # Errors a run can end with that are the request's fault, not the server's.
-CLIENT_RUN_ERRORS = {"context_length_exceeded": 400, CONSTRAINT_REFUSED: 400}
+CLIENT_RUN_ERRORS = {"context_length_exceeded": 400, CONSTRAINT_REFUSED: 400, codec.REFUSED_CODE: 400}
 
 
 def openai_view(view):
     """CSRF-exempt (bearer keys only), and Postgres or Redis being briefly away is a
-    503 with Retry-After in OpenAI's shape, as the REST API answers."""
+    503 with Retry-After in OpenAI's shape, as the REST API answers. Every answer
+    carries an `x-request-id`."""
 
     @functools.wraps(view)
     async def wrapper(request, *args, **kwargs):
         try:
-            return await view(request, *args, **kwargs)
+            response = await view(request, *args, **kwargs)
         except UNAVAILABLE as exc:
             log.warning("%s: backing store unavailable: %s", request.path, exc)
-            return error_response(503, "service_unavailable", "the service is briefly unavailable; try again in "
-                                  "a few seconds", headers={"Retry-After": "5"})
+            response = error_response(503, "service_unavailable", "the service is briefly unavailable; try again "
+                                      "in a few seconds", headers={"Retry-After": "5"})
+        response[REQUEST_ID_HEADER] = request_id()
+        return response
 
     return csrf_exempt(wrapper)
 
@@ -106,7 +111,7 @@ def _admit(request, parse) -> Admitted:
 def _finalized(runs: list[GenerationRun]) -> list[GenerationRun]:
     for run in runs:
         run_finalize(run_id=run.pk)  # idempotent: the worker usually got there first
-    return run_choices(runs[0])
+    return [choice for head in runs if head.choice_index == 0 for choice in run_choices(head)]  # each prompt's
 
 
 def _run_error(run: GenerationRun, entry: codec.Entry) -> tuple[int, dict]:
@@ -164,8 +169,7 @@ async def _answer(admitted: Admitted, shape: wire.ChatShape):
     shape = tools_wire.shape_for(runs[0], shape)  # a run with tools (one choice) reads its reply as calls
     # A replayed run may be older than its stream's TTL: follow() then reads it from Postgres.
     if req.stream:
-        response = SseResponse(closing_after(outlet, _stream(outlet, runs, req.include_usage, shape,
-                                                             fresh=not replayed)))
+        response = SseResponse(closing_after(outlet, _stream(outlet, runs, req, shape, fresh=not replayed)))
     else:
         response = await _wait(outlet, runs, shape, fresh=not replayed)
     response["X-Run-Id"] = str(runs[0].pk)
@@ -191,22 +195,19 @@ async def _wait(outlet: Outlet, runs: list[GenerationRun], shape: wire.ChatShape
             status, body = _run_error(run, terminals[i])
             return JsonResponse(body, status=status)
     saved = await sync_to_async(_finalized)(runs)
-    return JsonResponse(shape.whole(saved))
+    return JsonResponse(Extras(saved, text=isinstance(shape, wire.TextShape)).whole(shape.whole(saved)))
 
 
-async def _stream(outlet: Outlet, runs: list[GenerationRun], include_usage: bool, shape: wire.ChatShape, *,
+async def _stream(outlet: Outlet, runs: list[GenerationRun], req: CompletionRequest, shape: wire.ChatShape, *,
                   fresh: bool):
     """Chunk events in the endpoint's shape, the choices' chunks interleaved as they come,
     then `data: [DONE]` (in the last chunks' write: one send fewer); the usage chunk after
     the last choice has finished. A choice's error ends the stream (as an SDK stops at the
     first), and so does the key's revocation (an error chunk says so)."""
     run = runs[0]  # it names the completion
-    opening = b"".join(wire.sse_data(p) for index in range(len(runs)) for p in shape.opening(run, include_usage, index))
-    if opening:  # at once, with the response's headers (daphne sends them with the first write)
-        yield opening
-    completion_tokens, prompt_tokens, open_choices = 0, 0, len(runs)
-    chars = [0] * len(runs)  # each choice's characters so far (text completions' logprob offsets)
-    with_logprobs = logprobs_wire.asked(run)
+    chunks = CompletionStream(runs, shape, req.include_usage, n=req.n)
+    if opening := b"".join(wire.sse_data(p) for p in chunks.opening()):
+        yield opening  # at once, with the response's headers (daphne sends them with the first write)
     try:
         async with aclosing(outlet.runs([r.pk for r in runs], fresh=fresh)) as items:
             async for item in items:
@@ -214,28 +215,16 @@ async def _stream(outlet: Outlet, runs: list[GenerationRun], include_usage: bool
                     yield wire.SSE_KEEPALIVE
                     continue
                 index, batch = item
-                out = []
+                out, failed = [], False
                 for entry in batch:
                     if entry.type in (codec.TOKEN, codec.SNAPSHOT):
-                        completion_tokens += entry.n
-                        if with_logprobs:
-                            pieces = shape.pieces(run, entry.text, include_usage, index,
-                                                  logprobs=entry.logprobs or [], offset=chars[index])
-                            chars[index] += len(entry.text)
-                        else:
-                            pieces = shape.pieces(run, entry.text, include_usage, index)
-                        out.extend(wire.sse_data(p) for p in pieces)
+                        out.extend(wire.sse_data(p) for p in chunks.token(index, entry))
                     elif entry.type == codec.DONE:
-                        out.extend(wire.sse_data(p) for p in shape.finishing(run, entry.finish_reason,
-                                                                             include_usage, index))
-                        open_choices -= 1
-                        prompt_tokens = max(prompt_tokens, int(entry.usage.get("prompt_tokens", 0)))  # one prompt
-                        if include_usage and not open_choices:
-                            out.append(wire.sse_data(shape.usage(run, prompt_tokens, completion_tokens)))
+                        out.extend(wire.sse_data(p) for p in chunks.done(index, entry))
                     else:
                         out.append(wire.sse_data(_run_error(runs[index], entry)[1]))
-                        open_choices = -1
-                if open_choices <= 0:  # the end, said in the same write as the last chunks
+                        failed = True
+                if failed or not chunks.open:  # the end, said in the same write as the last chunks
                     out.append(wire.SSE_DONE)
                     yield b"".join(out)
                     return

@@ -20,9 +20,18 @@ def finish_reason(reason: str) -> str:
     return FINISH_REASONS.get(reason, "stop")
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
+    """OpenAI's usage; `cached_tokens`: the prompt tokens the engine's prefix cache served."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0,
+                                          "rejected_prediction_tokens": 0}}
+
+
+def cached_tokens(run: GenerationRun) -> int:
+    """The run's prompt tokens its engine's prefix cache served (saved at finalize)."""
+    return (run.details or {}).get("cached_tokens", 0)
 
 
 def _base(run: GenerationRun, obj: str) -> dict:
@@ -30,10 +39,24 @@ def _base(run: GenerationRun, obj: str) -> dict:
             "model": run.pool.name, "system_fingerprint": None}
 
 
+def prompt_groups(runs: list[GenerationRun]) -> list[list[GenerationRun]]:
+    """A completion's runs by prompt (a text completion may have several): each prompt's
+    choices, its first (choice_index 0) first."""
+    groups: list[list[GenerationRun]] = []
+    for run in runs:
+        if run.choice_index == 0 or not groups:
+            groups.append([])
+        groups[-1].append(run)
+    return groups
+
+
 def choices_usage(runs: list[GenerationRun]) -> dict:
-    """The usage of a completion's finished choices: the prompt they share counted once
-    (a choice cancelled before it started read no prompt: it records 0)."""
-    return usage(max(run.prompt_tokens for run in runs), sum(run.completion_tokens for run in runs))
+    """The usage of a completion's finished choices: each prompt counted once, as its
+    choices share it (a choice cancelled before it started read no prompt: it records 0),
+    and its cached tokens those of the choice that was billed for it, its first."""
+    groups = prompt_groups(runs)
+    return usage(sum(max(run.prompt_tokens for run in group) for group in groups),
+                 sum(run.completion_tokens for run in runs), sum(cached_tokens(group[0]) for group in groups))
 
 
 def completion(runs: list[GenerationRun]) -> dict:
@@ -54,8 +77,9 @@ def chunk(run: GenerationRun, *, delta: dict, finish: str | None = None, include
     return body
 
 
-def usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
-    return {**_base(run, "chat.completion.chunk"), "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+def usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int, cached: int = 0) -> dict:
+    return {**_base(run, "chat.completion.chunk"), "choices": [],
+            "usage": usage(prompt_tokens, completion_tokens, cached)}
 
 
 def text_completion_id(run: GenerationRun) -> str:
@@ -86,8 +110,8 @@ def text_chunk(run: GenerationRun, *, text: str, finish: str | None = None, incl
     return body
 
 
-def text_usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
-    return {**_text_base(run), "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+def text_usage_chunk(run: GenerationRun, prompt_tokens: int, completion_tokens: int, cached: int = 0) -> dict:
+    return {**_text_base(run), "choices": [], "usage": usage(prompt_tokens, completion_tokens, cached)}
 
 
 class ChatShape:
@@ -111,8 +135,8 @@ class ChatShape:
     def finish(self, run: GenerationRun, reason: str, include_usage: bool, index: int = 0) -> dict:
         return chunk(run, delta={}, finish=finish_reason(reason), include_usage=include_usage, index=index)
 
-    def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
-        return usage_chunk(run, prompt_tokens, completion_tokens)
+    def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int, cached: int = 0) -> dict:
+        return usage_chunk(run, prompt_tokens, completion_tokens, cached)
 
     # A stream's chunks for one entry's text, and for its end: one each here; a tool
     # run's reader (tools_wire.ToolChatShape) holds text back and sends calls.
@@ -141,8 +165,8 @@ class TextShape(ChatShape):
     def finish(self, run: GenerationRun, reason: str, include_usage: bool, index: int = 0) -> dict:
         return text_chunk(run, text="", finish=finish_reason(reason), include_usage=include_usage, index=index)
 
-    def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int) -> dict:
-        return text_usage_chunk(run, prompt_tokens, completion_tokens)
+    def usage(self, run: GenerationRun, prompt_tokens: int, completion_tokens: int, cached: int = 0) -> dict:
+        return text_usage_chunk(run, prompt_tokens, completion_tokens, cached)
 
 
 CHAT, TEXT = ChatShape(), TextShape()

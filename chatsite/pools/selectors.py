@@ -1,6 +1,14 @@
 """Reads for model pools, always through the tenant asking."""
+import re
+
 from chatsite.errors import InvalidInput
 from chatsite.pools.models import ModelPool
+
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")  # pool names are slugs: anything else (NUL, huge strings) names none
+
+
+def plausible_pool_name(name) -> bool:
+    return isinstance(name, str) and _SLUG.fullmatch(name) is not None
 
 
 def pools_for_tenant(tenant, allowed: frozenset | None = None):
@@ -27,7 +35,7 @@ def pool_for_tenant(tenant, name: str, *, loaded: ModelPool | None = None) -> Mo
     if loaded is not None and loaded.name == name:
         pool = loaded
     else:
-        pool = ModelPool.objects.filter(name=name).first() if isinstance(name, str) and len(name) <= 50 else None
+        pool = ModelPool.objects.filter(name=name).first() if plausible_pool_name(name) else None
     return pool_checked(name, pool, allowed_pool_ids(tenant))
 
 

@@ -75,3 +75,16 @@ def pool_takes_tools(pool) -> bool:
     only then may a request give it tools."""
     template = pool_chat_template(pool)
     return template is not None and "tools" in template
+
+
+def vocab_size(model: str) -> int | None:
+    """How many token ids `model`'s tokenizer has (its added tokens too), when it is on
+    local disk; None otherwise."""
+    tokenizer = _tokenizer(model)
+    return None if tokenizer is None else tokenizer.get_vocab_size(with_added_tokens=True)
+
+
+def decode_tokens(model: str, token_ids: list[int]) -> str | None:
+    """The text of `token_ids` for `model`, when its tokenizer is on local disk; None otherwise."""
+    tokenizer = _tokenizer(model)
+    return None if tokenizer is None else tokenizer.decode(token_ids, skip_special_tokens=False)

@@ -74,6 +74,10 @@ class GenerationRun(models.Model):
     # [[alt, logprob], ...]] per completion token, from its stream, saved at finalize so
     # an answer re-read after the stream expired still has them. Null otherwise.
     logprobs = models.JSONField(null=True, blank=True)
+    # What the engine reported beyond the text, saved at finalize from the stream: the prompt
+    # tokens its prefix cache served ("cached_tokens"), and what a /v1 call asked for (its
+    # tokens' "ids", the prompt's "prompt_ids", "prompt_text", "prompt_logprobs"). Null when none.
+    details = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

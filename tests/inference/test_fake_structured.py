@@ -51,3 +51,15 @@ def test_offered_tools_it_calls_the_one_named_then_answers_the_result_in_words()
         {"role": "tool", "tool_call_id": "c1", "content": "noon"}]
     assert "<tool_call>" not in _reply(backend, answered, tools=TOOLS)
     assert "<tool_call>" not in _reply(backend, asked)  # no tools offered: words
+
+
+@pytest.mark.parametrize("fields", [{}, {"tools": TOOLS}], ids=["words", "a tool call"])
+def test_a_reply_carried_on_after_a_failover_is_the_rest_of_the_same_reply(fields):
+    backend = FakeBackend()
+    asked = [{"role": "user", "content": "What does weather say?"}]
+    plan = assemble(backend.tokenizer, asked, max_prompt_tokens=10_000, tools=fields.get("tools"))
+    whole = backend.reply_words(GenerationRequest("r", plan.token_ids, 500, seed=5))
+    carried = "".join(whole[:7])  # what the worker that died had streamed
+    again = assemble(backend.tokenizer, asked, max_prompt_tokens=10_000, tools=fields.get("tools"), carried=carried)
+    rest = backend.reply_words(GenerationRequest("r", again.token_ids, 500 - 7, seed=5))
+    assert carried + "".join(rest) == "".join(whole) and len(rest) == len(whole) - 7

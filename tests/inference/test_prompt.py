@@ -51,6 +51,23 @@ def test_what_earlier_attempts_streamed_follows_and_is_counted_apart():
     assert len(plan.token_ids) - plan.num_carried_tokens == len(alone.token_ids)  # the prompt billed
 
 
+def test_a_system_message_alone_is_a_prompt_the_model_answers():
+    plan = assemble(TOK, [{"role": "system", "content": "Greet the user."}], max_prompt_tokens=100)
+    assert TOK.decode(plan.token_ids) == "<|system|>\nGreet the user.<|end|>\n<|assistant|>\n"
+
+
+def test_without_the_generation_prompt_the_last_turn_is_left_as_it_is():
+    plan = assemble(TOK, turns(0), max_prompt_tokens=10_000, add_generation_prompt=False)
+    assert TOK.decode(plan.token_ids).endswith("<|user|>\nlast question<|end|>\n")
+
+
+def test_token_ids_are_a_raw_prompt_as_they_are():
+    from inference.prompt import encode_raw
+
+    plan = encode_raw(TOK, "", max_prompt_tokens=100, carried="more", token_ids=[7, 8, 9])
+    assert plan.token_ids[:3] == [7, 8, 9] and TOK.decode(plan.token_ids[3:]) == "more"
+
+
 def test_last_message_too_long_raises():
     with pytest.raises(PromptTooLong):
         assemble(TOK, [{"role": "user", "content": "z" * 500}], max_prompt_tokens=100)

@@ -39,3 +39,21 @@ def test_logprobs_are_asked_for_only_when_the_request_does():
     assert sampling_params(GenerationRequest("r", [1], max_tokens=7, logprobs=3)).logprobs == 3
     assert sampling_params(GenerationRequest("r", [1], max_tokens=7, logprobs=0)).logprobs == 0
     assert sampling_params(GenerationRequest("r", [1], max_tokens=7)).logprobs is None
+
+
+def test_any_64_bit_seed_is_a_seed_to_vllm():
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7, seed=-1)).seed == 2**64 - 1  # -1 is not "none"
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7, seed=-(2**63))).seed == 2**63
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7, seed=5)).seed == 5
+
+
+def test_vllms_own_knobs_are_mapped():
+    p = sampling_params(GenerationRequest("r", [1], max_tokens=7, min_tokens=3, logit_bias=((5, -100.0),),
+                                          allowed_token_ids=(5, 9), prompt_logprobs=2))
+    assert (p.min_tokens, p.logit_bias, p.allowed_token_ids, p.prompt_logprobs) == (3, {5: -100.0}, [5, 9], 2)
+    assert sampling_params(GenerationRequest("r", [1], max_tokens=7, guide=("regex", "a+"))).structured_outputs.regex \
+        == "a+"
+    choice = sampling_params(GenerationRequest("r", [1], max_tokens=7, guide=("choice", '["yes", "no"]')))
+    assert choice.structured_outputs.choice == ["yes", "no"]
+    grammar = sampling_params(GenerationRequest("r", [1], max_tokens=7, guide=("grammar", 'root ::= "a"')))
+    assert grammar.structured_outputs.grammar == 'root ::= "a"'

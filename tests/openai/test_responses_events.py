@@ -5,7 +5,9 @@ from chatsite.openai_api.responses_events import LIFE_EVENTS, OPENING_EVENTS, Re
 from chatsite.runs.stream import codec
 
 BASE = {"id": "resp_7", "created_at": 1, "background": False, "instructions": None, "max_output_tokens": 10,
-        "model": "flagship", "previous_response_id": None, "temperature": 0.7, "top_p": 1.0, "metadata": {}}
+        "model": "flagship", "previous_response_id": None, "temperature": 0.7, "top_p": 1.0, "metadata": {},
+        "tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "text": {"format": {"type": "text"}},
+        "store": True, "run_tools": None}
 
 
 def _tokens(*texts, attempt=1):
@@ -78,3 +80,32 @@ def test_a_stream_written_again_after_a_loss_numbers_apart_and_knows_a_lost_life
     assert all(again.holds(n) for n in numbers) and all(lost.holds(n) for n in lost_numbers)
     told = json.loads(again.restarted().split(b"\ndata: ", 1)[1])
     assert told["type"] == "error" and told["code"] == "stream_restarted" and told["param"] == "starting_after"
+
+
+def test_a_tool_runs_items_begin_as_its_reply_is_read_and_read_again_are_the_same_bytes():
+    from chatsite.openai_api.responses_events import events_for
+
+    tools = {"definitions": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+             "choice": "auto", "parallel": True}
+    base = {**BASE, "run_tools": tools}
+    pieces = ["Let me ", "check.\n<tool", '_call>{"name": "f", "arg', 'uments": {"x": 1}}</tool_call>']
+    done = codec.done_entry(finish_reason="stop", prompt_tokens=3, completion_tokens=8, entry_id="9-0")
+
+    def read():
+        events = events_for(base, 7, logprobs=False)
+        return events.opening() + [e for entry in _tokens(*pieces) + [done] for e in events.feed(entry)]
+
+    events = read()
+    assert [n for n, _ in events] == list(range(len(events))) and read() == events
+    decoded = _decoded(events)
+    assert [e["type"] for e in decoded] == [
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+        "response.output_text.delta", "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done", "response.output_text.done",
+        "response.content_part.done", "response.output_item.done", "response.completed"]
+    final = decoded[-1]["response"]
+    assert [i["type"] for i in final["output"]] == ["message", "function_call"]
+    assert final["output"][0]["content"][0]["text"] == "Let me check." == decoded[10]["text"]
+    assert final["output"][1] == decoded[9]["item"] and final["output"][1]["arguments"] == '{"x": 1}'
+    assert final["output"][1]["call_id"] == "call_7_0" and final["output"][1]["id"] == "fc_7_0"

@@ -26,12 +26,12 @@ class _Outlet:
 def _writes(monkeypatch, batches, n=1) -> list[bytes]:
     runs = [SimpleNamespace(pk=7 + i, pool=SimpleNamespace(name="flagship"), queued_at=None, sampling={})
             for i in range(n)]
-    monkeypatch.setattr(views.logprobs_wire, "asked", lambda run: False)
     monkeypatch.setattr(wire, "chunk", lambda run, **kw: {"delta": kw.get("delta"), "finish": kw.get("finish"),
                                                         "index": kw.get("index")})
 
     async def collect():
-        return [w async for w in views._stream(_Outlet(batches), runs, False, wire.CHAT, fresh=True)]
+        return [w async for w in views._stream(_Outlet(batches), runs, SimpleNamespace(include_usage=False, n=n),
+                                               wire.CHAT, fresh=True)]
 
     with ThreadPoolExecutor(1) as pool:  # a loop of its own (the browser tests' sync API holds the main thread's)
         return pool.submit(asyncio.run, collect()).result(10)

@@ -56,10 +56,11 @@ def test_streaming_in_openais_shape(client):
 
 
 @pytest.mark.parametrize("fields, param", [
-    ({"echo": True}, "echo"), ({"suffix": "return x"}, "suffix"), ({"logprobs": 6}, "logprobs"),
+    ({"echo": "yes"}, "echo"), ({"suffix": "return x"}, "suffix"), ({"logprobs": 6}, "logprobs"),
     ({"logprobs": -1}, "logprobs"), ({"n": 9}, "n"), ({"n": 0}, "n"), ({"best_of": 3}, "best_of"),
-    ({"logit_bias": {"5": 1}}, "logit_bias"),
-    ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, 2, 3]}, "prompt"), ({"prompt": "  "}, "prompt"),
+    ({"logit_bias": {"5": -101}}, "logit_bias"), ({"logit_bias": {"five": 1}}, "logit_bias"),
+    ({"prompt": []}, "prompt"), ({"prompt": [1, "a"]}, "prompt"), ({"prompt": [[1], []]}, "prompt"),
+    ({"prompt": [-1]}, "prompt"), ({"prompt": "  "}, "prompt"),
     ({"temperature": 3}, "temperature"), ({"extra_body": {"top_k": -5}}, "top_k"),
 ])
 def test_refused_by_name(client, fields, param):

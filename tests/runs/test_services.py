@@ -58,7 +58,7 @@ def test_next_message_right_after_the_stream_ended_is_admitted_with_the_reply_in
     ({"content": "x" * 40000}, "content"), ({"content": "hi", "max_tokens": 0}, "max_tokens"),
     ({"content": "hi", "max_tokens": 100000}, "max_tokens"), ({"content": "hi", "temperature": float("nan")}, "temperature"),
     ({"content": "hi", "temperature": -1}, "temperature"), ({"content": "hi", "top_p": 0}, "top_p"),
-    ({"content": "hi", "stop": ["a"] * 9}, "stop"), ({"content": "hi", "seed": -5}, "seed"),
+    ({"content": "hi", "stop": ["a"] * 9}, "stop"), ({"content": "hi", "seed": -2**63 - 1}, "seed"),
     ({"content": "hi", "tier": "urgent"}, "tier"),
 ])
 def test_bad_input_is_refused_with_the_field_and_nothing_written(chat, kwargs, field):

@@ -37,3 +37,16 @@ def test_logprobs_reach_the_engine_request_only_when_saved():
     assert asked.logprobs == 4
     assert engine_request(_run({"logprobs": 0}), request_id="r", prompt_token_ids=[1], max_tokens=1).logprobs == 0
     assert engine_request(_run({}), request_id="r", prompt_token_ids=[1], max_tokens=1).logprobs is None
+
+
+def test_vllms_own_knobs_reach_the_engine_request_only_when_saved():
+    req = engine_request(_run({"min_tokens": 5, "logit_bias": {"17": -100.0, "3": 2.5}, "allowed_token_ids": [3, 17],
+                               "guide": ["regex", "[ab]+"], "prompt_logprobs": 2, "return_token_ids": True,
+                               "return_tokens_as_token_ids": True}),
+                         request_id="r", prompt_token_ids=[1], max_tokens=4)
+    assert (req.min_tokens, req.logit_bias, req.allowed_token_ids, req.guide) == (
+        4, ((17, -100.0), (3, 2.5)), (3, 17), ("regex", "[ab]+"))  # min_tokens no more than the tokens left
+    assert (req.prompt_logprobs, req.token_ids, req.tokens_as_ids, req.detailed) == (2, True, True, True)
+    plain = engine_request(_run({}), request_id="r", prompt_token_ids=[1], max_tokens=4)
+    assert (plain.min_tokens, plain.logit_bias, plain.allowed_token_ids, plain.guide, plain.prompt_logprobs,
+            plain.detailed) == (0, (), None, None, None, False)

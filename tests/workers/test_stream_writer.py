@@ -91,14 +91,14 @@ def test_a_handed_back_run_gets_no_terminal_entry(writer):
 
 def test_a_logprobs_run_writes_its_tokens_logprobs_and_a_plain_run_does_not(writer):
     from chatsite.runs.stream import codec
-    from inference.types import LogprobsStepDelta, TokenLogprob
+    from inference.types import DetailStepDelta, TokenLogprob
 
     run = active(lease.acquire(RUN, "w"), logprobs=True)
     writer.register(run)
     rid = run.request_id
     a, b = TokenLogprob("Hel", -0.1, (("Hel", -0.1), ("He", -2.5))), TokenLogprob("lo", -0.7, (("lo", -0.7),))
-    writer.on_step([LogprobsStepDelta(rid, "Hel", 1, logprobs=(a,))])
-    writer.on_step([LogprobsStepDelta(rid, "lo", 1, logprobs=(b,)),
+    writer.on_step([DetailStepDelta(rid, "Hel", 1, logprobs=(a,))])
+    writer.on_step([DetailStepDelta(rid, "lo", 1, logprobs=(b,)),
                     StepDelta(rid, "", 0, finished=True, finish_reason="stop", num_prompt_tokens=4)])
     assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
     raw = get_redis().xrange(redis_keys.run_stream(RUN))
@@ -119,6 +119,36 @@ def test_a_run_that_did_not_ask_writes_plain_token_entries(writer):
     raw = get_redis().xrange(redis_keys.run_stream(RUN))
     assert {f for _, fields in raw for f in fields} == {codec.TOKEN_FIELD, codec.DONE_FIELD}
     assert log.read(RUN).logprobs is None
+
+
+def test_a_run_that_asked_for_details_writes_them_and_the_prompts_in_its_first_entry_only(writer):
+    from inference.types import DetailStepDelta, PromptLogprob
+
+    run = active(lease.acquire(RUN, "w"), token_ids=True, prompt_extra={"prompt_ids": [5, 6]}, prompt_logprobs=True)
+    writer.register(run)
+    rid, prompt = run.request_id, (None, PromptLogprob(6, "b", -1.5, 2, ((7, "c", -0.5),)))
+    writer.on_step([DetailStepDelta(rid, "Hel", 1, token_ids=(11,), prompt_logprobs=prompt)])
+    writer.on_step([DetailStepDelta(rid, "lo", 1, token_ids=(12,)),
+                    StepDelta(rid, "", 0, finished=True, finish_reason="stop", num_prompt_tokens=2,
+                              num_cached_tokens=16)])
+    assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
+    reply = log.read(RUN)
+    assert reply.text == "Hello" and reply.logprobs is None  # not asked for
+    assert reply.details == {"ids": [11, 12], "prompt_ids": [5, 6], "prompt_logprobs": [None, [6, "b", -1.5, 2,
+                                                                                            [[7, "c", -0.5]]]],
+                             "cached_tokens": 2}  # no more cached than the prompt billed
+
+
+def test_a_request_the_engine_refuses_ends_the_run_with_a_client_error(writer):
+    from chatsite.runs.stream import codec
+    from inference.types import REFUSED_PREFIX
+
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.on_step([StepDelta(run.request_id, "", 0, finished=True, error=f"{REFUSED_PREFIX}bad regex")])
+    assert run.done.wait(5) and run.outcome == stream_writer.FAILED
+    terminal = log.read(RUN).terminal
+    assert (terminal.code, terminal.message) == (codec.REFUSED_CODE, "bad regex")
 
 
 def test_the_coalescing_window_grows_with_the_runs_streaming():

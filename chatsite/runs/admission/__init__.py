@@ -17,11 +17,12 @@ def _ask(chat, turn, kwargs) -> Ask:
     return Ask(caller=Caller(chat.tenant, chat.owner), where=InChat(chat.pk), turn=turn, sampling=kwargs, **order)
 
 
-def run_submit(*, chat, content, edit_of=None, tool_call_id: str = "", **kwargs) -> GenerationRun:
+def run_submit(*, chat, content, edit_of=None, tool_call_id: str = "", role: str = "user",
+               **kwargs) -> GenerationRun:
     """run_admit() of a message sent by the chat's owner (a new version of `edit_of`, a
     Message, when given); the first choice's run. `kwargs`: the Ask's source, model,
     tier, choices, raw_prompt and idempotency_key, and the rest as its sampling."""
-    turn = Send(content, edit_of=edit_of.pk if edit_of is not None else None, tool_call_id=tool_call_id)
+    turn = Send(content, edit_of=edit_of.pk if edit_of is not None else None, tool_call_id=tool_call_id, role=role)
     return run_admit(_ask(chat, turn, kwargs)).run
 
 

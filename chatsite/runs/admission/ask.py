@@ -54,10 +54,15 @@ class Branch:
 @dataclass(frozen=True, slots=True)
 class Send:
     """A new message: the user's (`content`), or a tool's result for `tool_call_id`;
-    `edit_of`: the id of an earlier message of the user's it is a new version of."""
+    `edit_of`: the id of an earlier message of the user's it is a new version of. `role`
+    assistant: the start of the reply, which the model carries on (a /v1 prefill); system:
+    a system message the model answers. `token_ids`: the prompt as token ids (a text
+    completion's), its text then what the pool's tokenizer reads in them."""
     content: object
     edit_of: int | None = None
     tool_call_id: str = ""
+    role: str = "user"
+    token_ids: list | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from chatsite.chats.services import chat_new, history_rows
 from chatsite.errors import InvalidInput, NotFound
 from chatsite.pools.selectors import allowed_pool_ids, pool_checked
 from chatsite.pools.tokens import (TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens,
-                                   pool_takes_tools)
+                                   decode_tokens, pool_takes_tools)
 from chatsite.runs.admission.ask import UNSET, Ask, Branch, InChat, Regenerate, Send
 from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.models import GenerationRun
@@ -122,14 +122,18 @@ def _message(chat: Chat, new: bool, message_id) -> Message:
 
 
 def _send(ask, chat, new, history, pool, queue, extra) -> Plan:
-    turn = ask.turn
-    content = clean_text(turn.content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
+    turn, sampling_asked = ask.turn, ask.sampling
+    content = turn.content
+    if turn.token_ids is not None:  # the message keeps the prompt's text as the pool's tokenizer reads it
+        content = decode_tokens(pool.model, turn.token_ids) or f"[a prompt of {len(turn.token_ids)} token ids]"
+        sampling_asked = {**sampling_asked, "prompt_token_ids": turn.token_ids}
+    content = clean_text(content, field="content", max_chars=settings.CHATSITE["MAX_MESSAGE_CHARS"])
     edit_of = None
     if turn.edit_of is not None:
         edit_of = _message(chat, new, turn.edit_of)
         if edit_of.role != Message.Role.USER:
             raise InvalidInput("only a message you sent can be edited", field="message")
-    sampling = _sampling(chat, pool, ask.sampling)
+    sampling = _sampling(chat, pool, sampling_asked)
     tokens = count_tokens(pool.model, content)
     room = _room(chat, pool, sampling, tokens, what=f"the message is {tokens} tokens")
     return Plan(chat, new, history, pool, queue, sampling, content=content, tokens=tokens, edit_of=edit_of,

@@ -78,7 +78,7 @@ def messages(plan: Plan, ask: Ask, leaf: tuple[int | None, int | None]) -> tuple
             parent_id, depth = plan.edit_of.parent_id, plan.edit_of.depth
         else:
             parent_id, depth = leaf[0], 0 if leaf[0] is None else leaf[1] + 1
-        role = Message.Role.TOOL if ask.turn.tool_call_id else Message.Role.USER
+        role = Message.Role.TOOL if ask.turn.tool_call_id else ask.turn.role
         asked = Message(chat=chat, parent_id=parent_id, depth=depth, role=role, content=plan.content,
                         token_count=plan.tokens, tool_call_id=ask.turn.tool_call_id)
         anchor = parent_id

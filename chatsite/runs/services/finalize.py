@@ -79,4 +79,4 @@ def _ending(reply: Reply) -> store.Ending:
     return store.Ending(status=_status_for(terminal), finished_at=timezone.now(), finish_reason=finish_reason,
                         completion_tokens=reply.completion_tokens, prompt_tokens=prompt_tokens, error=error,
                         first_token_at=first_token_at, itl_ms=itl_ms, logprobs=json.dumps(reply.logprobs or []),
-                        text=reply.text)
+                        details=None if (details := reply.details) is None else json.dumps(details), text=reply.text)

@@ -2,7 +2,7 @@
 saved and the tenant's usage settled, by data-modifying CTEs, in one round trip. The
 four statements and the transaction they replaced cost the worker and Postgres more
 CPU than the rest of the finalize (bench.per_run)."""
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from chatsite.chats.models import Message
@@ -30,7 +30,11 @@ class Ending:
     first_token_at: datetime | None  # None for a run that streamed no token
     itl_ms: float | None
     logprobs: str  # JSON, saved only if the run asked for them
+    details: str | None  # JSON: the prompt tokens the prefix cache served, the details the run asked for
     text: str  # the reply's text (appended: a continued reply's message holds its start)
+
+
+_ENDING = tuple(f.name for f in fields(Ending))
 
 
 def _settle(run: str) -> str:
@@ -64,7 +68,8 @@ _FINISH = prepared(
     f'ttft_ms = CASE WHEN %(first_token_at)s::timestamptz IS NULL THEN g.ttft_ms '
     f'ELSE GREATEST(0, floor(extract(epoch FROM %(first_token_at)s::timestamptz - g.queued_at) * 1000))::integer END, '
     f'itl_ms = COALESCE(%(itl_ms)s::double precision, g.itl_ms), '
-    f'logprobs = CASE WHEN r.keeps_logprobs THEN %(logprobs)s::jsonb ELSE g.logprobs END '
+    f'logprobs = CASE WHEN r.keeps_logprobs THEN %(logprobs)s::jsonb ELSE g.logprobs END, '
+    f'details = COALESCE(%(details)s::jsonb, g.details) '
     f'FROM r WHERE g.id = r.id RETURNING {_RUN.sql}), '
     f'reply AS (UPDATE "{Message._meta.db_table}" m SET content = m.content || %(text)s, '
     f'token_count = m.token_count + %(completion_tokens)s FROM r WHERE m.id = r.assistant_message_id), '
@@ -76,7 +81,9 @@ _READ = f'SELECT {_RUN.sql} FROM "{_RUNS}" g WHERE g.id = %s'
 def run_finish(*, run_id: int, ending: Ending) -> tuple[GenerationRun, str] | None:
     """End the run as `ending` says: (the run as saved, its pool's name); None, changing
     nothing, when the run is terminal already (or there is no such run)."""
-    row = fetch_one(_FINISH, {"run_id": run_id, **asdict(ending)})
+    params = {name: getattr(ending, name) for name in _ENDING}
+    params["run_id"] = run_id
+    row = fetch_one(_FINISH, params)
     if row is None:
         return None
     run, pool_name = split(row, _SAVED)

@@ -1,17 +1,16 @@
 """What admission reads first, in one round trip each: the chat a turn is sent in, with
 its pool and the pool's queue; or the pool a new chat's turn asks for, with its queue."""
-import re
 from dataclasses import dataclass
 
 from chatsite.chats.models import Chat
 from chatsite.errors import NotFound
 from chatsite.pools.models import ModelPool
+from chatsite.pools.selectors import plausible_pool_name
 from chatsite.runs.store import queue
 from chatsite.runs.store.engine import Columns, fetch_one, prepared, split
 
 _CHAT, _POOL = Columns(Chat, "c"), Columns(ModelPool, "p")
 _BIGINT = range(-2**63, 2**63)
-_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +55,7 @@ def chat_for_turn(*, tenant, user_id: int, chat_id) -> ChatRead:
 def pool_for_turn(*, tenant_id: int, name) -> PoolRead:
     """The pool named `name` and its queue (whether the tenant may use it is the caller's
     to check); PoolRead(None, None) for a name no pool has (or that cannot be one)."""
-    if not isinstance(name, str) or _SLUG.fullmatch(name) is None:
+    if not plausible_pool_name(name):
         return PoolRead(None, None)
     row = fetch_one(_POOL_FOR_TURN, [tenant_id, name])
     if row is None:

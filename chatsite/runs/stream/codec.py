@@ -6,12 +6,18 @@ strings per entry instead of ten:
 - a token entry `t` = "SEQ N ATTEMPT TEXT": `SEQ` is the index of its first token
   (contiguous across entries and attempts), `N` how many tokens it carries, `TEXT`
   their text (the rest of the value, spaces and all);
-- a token entry of a run that asked for log probabilities, `p` = "SEQ N ATTEMPT JSON"
-  with JSON = [TEXT, [[token, logprob, [[alt, logprob], ...]], ...]] (one per token):
-  the same token entry to every reader, with `logprobs` set. Only such runs pay for
-  JSON; a `t` entry stays a split and two ints;
+- a token entry of a run that asked for per-token details, `p` = "SEQ N ATTEMPT JSON"
+  with JSON = [TEXT, LOGPROBS] or [TEXT, LOGPROBS, EXTRA]: LOGPROBS null (not asked
+  for) or [[token, logprob, [[alt, logprob], ...]], ...] (one per token), EXTRA an
+  object of what else the run asked for: "ids" (the tokens' ids) and, in the entry of
+  seq 0 only, "prompt_ids" and "prompt_logprobs" (null for the prompt's first token,
+  then one [token, logprob, [[alt, logprob], ...]] each). The same token entry to every
+  reader, with `logprobs` and `extra` set. Only such runs pay for JSON; a `t` entry
+  stays a split and two ints;
 - the terminal entry, `d` = {"finish_reason", "usage"} (JSON) when the run is done, or
-  `e` = {"code", "message"} (JSON) when it failed.
+  `e` = {"code", "message"} (JSON) when it failed. `usage` has "prompt_tokens" and
+  "completion_tokens", and "cached_tokens" (the prompt tokens the engine's prefix
+  cache served) when there were any.
 Readers never trust a writer: they follow `seq` with a `SeqCursor`.
 """
 import json
@@ -33,6 +39,9 @@ LOGPROBS_TOKEN_FIELD = "p"  # a token entry with its tokens' log probabilities
 # The error code of a stream whose token entries skip a seq (entries lost, e.g. with a
 # Redis that restarted without persistence): the reply ends there, as a failure.
 GAP_CODE = "stream_gap"
+# The error code of a run whose request the engine refused as the client's mistake (a
+# grammar it cannot compile, a token id outside its vocabulary): a 400 to a /v1 client.
+REFUSED_CODE = "invalid_request"
 
 NO_ID = "0-0"  # entries made from Postgres (snapshots) have no stream id
 
@@ -47,14 +56,20 @@ def token_fields(*, seq: int, n: int, text: str, attempt: int) -> dict:
     return {TOKEN_FIELD: token_value(seq=seq, n=n, text=text, attempt=attempt)}
 
 
-def logprobs_token_fields(*, seq: int, n: int, text: str, attempt: int, logprobs: list) -> dict:
-    """A token entry carrying `logprobs`, one [token, logprob, [[alt, logprob], ...]] per token."""
-    payload = json.dumps([text, logprobs], ensure_ascii=False, separators=(",", ":"))
+def logprobs_token_fields(*, seq: int, n: int, text: str, attempt: int, logprobs: list | None,
+                          extra: dict | None = None) -> dict:
+    """A token entry carrying `logprobs` (one [token, logprob, [[alt, logprob], ...]] per
+    token, or None when the run did not ask for them) and `extra` (token ids, the prompt's
+    details), if any."""
+    payload = json.dumps([text, logprobs, extra] if extra else [text, logprobs], ensure_ascii=False,
+                         separators=(",", ":"))
     return {LOGPROBS_TOKEN_FIELD: f"{seq} {n} {attempt} {payload}"}
 
 
-def done_fields(*, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> dict:
+def done_fields(*, finish_reason: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    if cached_tokens:
+        usage["cached_tokens"] = cached_tokens
     return {DONE_FIELD: json.dumps({"finish_reason": finish_reason, "usage": usage})}
 
 
@@ -77,6 +92,7 @@ class Entry:
     code = ""
     message = ""
     logprobs: list | None = None  # a token (or snapshot) entry of a run that asked for them
+    extra: dict | None = None  # a token entry's other details (token ids, the prompt's), if asked for
     wire: dict | None = None
 
     def __init__(self, id: str, type: str, *, seq: int = 0, n: int = 0, text: str = "", attempt: int = 0,
@@ -122,9 +138,11 @@ def _decode_one(entry_id: str, field: str, value: str) -> Entry:
         return _token(entry_id, int(seq), int(n), text, int(attempt))
     if field == LOGPROBS_TOKEN_FIELD:
         seq, n, attempt, payload = value.split(" ", 3)
-        text, logprobs = json.loads(payload)
+        text, logprobs, *extra = json.loads(payload)
         e = _token(entry_id, int(seq), int(n), text, int(attempt))
         e.logprobs = logprobs
+        if extra:
+            e.extra = extra[0]
         return e
     if field == DONE_FIELD:
         data = json.loads(value)
@@ -146,19 +164,26 @@ def decode_flat(entry_id: str, flat: list) -> Entry:
     return _decode_one(entry_id, flat[0], flat[1])
 
 
-def done_entry(*, finish_reason: str, prompt_tokens: int, completion_tokens: int, entry_id: str = NO_ID) -> Entry:
-    return Entry(entry_id, DONE, finish_reason=finish_reason,
-                 usage={"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
+def done_entry(*, finish_reason: str, prompt_tokens: int, completion_tokens: int, entry_id: str = NO_ID,
+               cached_tokens: int = 0) -> Entry:
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    if cached_tokens:
+        usage["cached_tokens"] = cached_tokens
+    return Entry(entry_id, DONE, finish_reason=finish_reason, usage=usage)
 
 
 def error_entry(*, code: str, message: str, entry_id: str = NO_ID) -> Entry:
     return Entry(entry_id, ERROR, code=code, message=message)
 
 
-def snapshot_entry(*, text: str, n: int, logprobs: list | None = None, entry_id: str = NO_ID) -> Entry:
+def snapshot_entry(*, text: str, n: int, logprobs: list | None = None, entry_id: str = NO_ID,
+                   extra: dict | None = None) -> Entry:
     """The reply's first `n` tokens, in place of what a client had. `entry_id`: the stream
-    id of the last token entry it covers (a client resumes after it), NO_ID for none."""
-    return Entry(entry_id, SNAPSHOT, seq=0, n=n, text=text, logprobs=logprobs)
+    id of the last token entry it covers (a client resumes after it), NO_ID for none.
+    `extra`: the details its entries carried (token ids, a prompt's log-probabilities)."""
+    entry = Entry(entry_id, SNAPSHOT, seq=0, n=n, text=text, logprobs=logprobs)
+    entry.extra = extra
+    return entry
 
 
 # --- the seq rule -------------------------------------------------------------

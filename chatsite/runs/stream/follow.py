@@ -119,6 +119,7 @@ async def _replacement(r, key: str, run_id: int) -> list[Entry]:
     if not raw and (finished := await _expired(r, key, run_id)) is not None:
         return finished
     reply = rebuild([codec.decode(entry_id, fields) for entry_id, fields in raw])
+    extra = {k: v for k, v in (reply.details or {}).items() if k != "cached_tokens"} or None
     snapshot = codec.snapshot_entry(text=reply.text, n=reply.completion_tokens, logprobs=reply.logprobs,
-                                    entry_id=reply.last_token_id or codec.NO_ID)
+                                    entry_id=reply.last_token_id or codec.NO_ID, extra=extra)
     return [snapshot] if reply.end is None else [snapshot, reply.end]

@@ -141,6 +141,18 @@ class Reply:
     # One [token, logprob, top] per token taken, when the run's entries carry them
     # (a run that asked for log probabilities); None otherwise.
     logprobs: list | None = None
+    # The entries' other details, when a run asked for them: "ids" (every token taken's),
+    # and the prompt's ("prompt_ids", "prompt_text", "prompt_logprobs"); None otherwise.
+    extra: dict | None = None
+
+    @property
+    def details(self) -> dict | None:
+        """What the run's record keeps of the engine's report beyond the text: the
+        entries' details, and the prompt tokens its prefix cache served; None when neither."""
+        cached = int((self.terminal.usage if self.terminal is not None else {}).get("cached_tokens", 0))
+        if not cached and not self.extra:
+            return None
+        return {**(self.extra or {}), **({"cached_tokens": cached} if cached else {})}
 
     @property
     def end(self) -> Entry | None:
@@ -171,12 +183,29 @@ def rebuild(entries: list[Entry]) -> Reply:
             if reply.logprobs is None:
                 reply.logprobs = []
             reply.logprobs.extend(entry.logprobs)
+        if entry.extra:
+            _take_extra(reply, entry.extra)
         reply.first_token_ms = reply.first_token_ms or entry.ms
         reply.last_token_ms = entry.ms
         reply.last_token_id = entry.id
     reply.text = "".join(parts)
     reply.completion_tokens = cursor.have
     return reply
+
+
+def _take_extra(reply: Reply, extra: dict) -> None:
+    if reply.extra is None:
+        reply.extra = {}
+    for key, value in extra.items():
+        if key == "ids":
+            reply.extra.setdefault("ids", []).extend(value)
+        else:
+            reply.extra.setdefault(key, value)
+
+
+def discard(run_id: int) -> None:
+    """Delete a finished run's stream before its TTL (its reply is not to be kept)."""
+    get_redis().delete(redis_keys.run_stream(run_id))
 
 
 def entries(run_id: int) -> list[Entry]:

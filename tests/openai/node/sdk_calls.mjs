@@ -38,7 +38,7 @@ out.text_stream = { ids: [...new Set(textChunks.map((c) => c.id))],
                     finish: textChunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean) };
 
 try {
-  await client.chat.completions.create({ model: "flagship", messages, logit_bias: { 5: 1 } });
+  await client.chat.completions.create({ model: "flagship", messages, logit_bias: { 5: 101 } });
   out.refused = null;
 } catch (err) {
   out.refused = { status: err.status, param: err.param, code: err.code, type: err.type };

@@ -59,7 +59,7 @@ def test_a_claim_and_a_finish_are_one_statement_each(chat, django_assert_num_que
     assert taken.status == GenerationRun.Status.RUNNING and taken.attempt == 1
     ending = finalize.Ending(status=GenerationRun.Status.COMPLETED, finished_at=timezone.now(), finish_reason="stop",
                              completion_tokens=2, prompt_tokens=4, error=None,
-                             first_token_at=timezone.now().astimezone(dt_timezone.utc), itl_ms=1.5, logprobs="[]",
+                             first_token_at=timezone.now().astimezone(dt_timezone.utc), itl_ms=1.5, logprobs="[]", details=None,
                              text="Hi!")
     with django_assert_num_queries(1):
         done, pool_name = finalize.run_finish(run_id=run.pk, ending=ending)
