@@ -7,8 +7,8 @@ from django.db import reset_queries
 
 from chatsite import stage_trace
 from chatsite.metrics.scaling import pools_record_recommendations
+from chatsite.openai_api.responses.services import responses_forget_ended
 from chatsite.runs.queues import GENERATE_TASK
-from chatsite.openai_api.responses_services import responses_forget_ended
 from chatsite.runs.services.sweep import runs_sweep
 from workers import runtime
 from workers.app import app

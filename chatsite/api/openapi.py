@@ -44,11 +44,11 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
 def add_documented_endpoints(endpoints, **kwargs):
     """drf-spectacular preprocessing hook: document the endpoints that are not DRF
     views. Their documentation-only views are never routed; the real handlers are
-    chatsite.runs.events_app.run_events and chatsite.openai_api.views."""
+    chatsite.runs.events_app.run_events and chatsite.openai_api.completions.views."""
     from chatsite.api.docs_views import RunEventsDocs
-    from chatsite.openai_api.docs import ChatCompletionsDocs, ModelDetailDocs, ModelListDocs
-    from chatsite.openai_api.docs import TextCompletionsDocs
-    from chatsite.openai_api.responses_docs import (ResponseCancelDocs, ResponseDetailDocs, ResponseInputItemsDocs,
+    from chatsite.openai_api.completions.docs import ChatCompletionsDocs, ModelDetailDocs, ModelListDocs
+    from chatsite.openai_api.completions.docs import TextCompletionsDocs
+    from chatsite.openai_api.responses.docs import (ResponseCancelDocs, ResponseDetailDocs, ResponseInputItemsDocs,
                                                     ResponsesDocs)
 
     extra = [

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from chatsite.openai_api import responses_views, views
+from chatsite.openai_api.completions import views
+from chatsite.openai_api.responses import views as responses_views
 
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="openai-chat-completions"),

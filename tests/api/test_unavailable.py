@@ -15,7 +15,7 @@ def test_openai_endpoints_answer_503_while_postgres_is_away(api_key, monkeypatch
     def down(*args, **kwargs):
         raise OperationalError("sorry, too many clients already")
 
-    monkeypatch.setattr("chatsite.openai_api.views.pools_for_tenant", down)
+    monkeypatch.setattr("chatsite.openai_api.completions.views.pools_for_tenant", down)
     resp = key_client(api_key).get("/v1/models")
     assert_openai_error(resp, 503, "service_unavailable")
     assert resp["Retry-After"] == "5"

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from chatsite.errors import InvalidInput
-from chatsite.openai_api.request import parse_completion_request
-from chatsite.openai_api.services import completion_submit
-from chatsite.runs.models import GenerationRun
+from chatsite.openai_api.completions.request import parse_completion_request
+from chatsite.openai_api.completions.services import completion_submit
 from chatsite.runs.admission.credentials import key_authenticate
+from chatsite.runs.models import GenerationRun
 from tests.api.helpers import assert_openai_error, key_client, row_counts
 from tests.factories import queueing_pool
 

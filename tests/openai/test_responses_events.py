@@ -1,7 +1,7 @@
 """The numbering of a response's events, from run stream entries alone (no server)."""
 import json
 
-from chatsite.openai_api.responses_events import LIFE_EVENTS, OPENING_EVENTS, ResponseEvents
+from chatsite.openai_api.responses.events import LIFE_EVENTS, OPENING_EVENTS, ResponseEvents
 from chatsite.runs.stream import codec
 
 BASE = {"id": "resp_7", "created_at": 1, "background": False, "instructions": None, "max_output_tokens": 10,
@@ -83,7 +83,7 @@ def test_a_stream_written_again_after_a_loss_numbers_apart_and_knows_a_lost_life
 
 
 def test_a_tool_runs_items_begin_as_its_reply_is_read_and_read_again_are_the_same_bytes():
-    from chatsite.openai_api.responses_events import events_for
+    from chatsite.openai_api.responses.events import events_for
 
     tools = {"definitions": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
              "choice": "auto", "parallel": True}

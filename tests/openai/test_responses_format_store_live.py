@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from chatsite import redis_keys
 from chatsite.chats.models import Chat, Message
 from chatsite.openai_api.models import ResponseRecord
-from chatsite.openai_api.responses_services import responses_forget_ended
+from chatsite.openai_api.responses.services import responses_forget_ended
 from chatsite.redis_client import get_redis
 from chatsite.runs.models import GenerationRun
 from chatsite.usage.selectors import usage_this_month

@@ -5,10 +5,10 @@ from django.test import Client
 
 from chatsite.chats.models import Chat
 from chatsite.errors import InvalidInput
-from chatsite.openai_api.request import parse_completion_request
-from chatsite.openai_api.services import completion_submit
-from chatsite.runs.models import GenerationRun
+from chatsite.openai_api.completions.request import parse_completion_request
+from chatsite.openai_api.completions.services import completion_submit
 from chatsite.runs.admission.credentials import key_authenticate
+from chatsite.runs.models import GenerationRun
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""A /v1 stream's writes (chatsite.openai_api.views._stream): the opening at once, the
+"""A /v1 stream's writes (chatsite.openai_api.completions.views._stream): the opening at once, the
 chunks as the run's entries come, and `data: [DONE]` in the same write as the last
 chunks (each write is a send through the server: one fewer a call)."""
 import asyncio
@@ -6,7 +6,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-from chatsite.openai_api import views, wire
+from chatsite.openai_api.completions import views
+from chatsite.openai_api.completions import wire
 from chatsite.runs.stream import codec
 
 

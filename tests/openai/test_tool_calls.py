@@ -2,7 +2,7 @@
 content and calls; the call markup never reaches the content."""
 import pytest
 
-from chatsite.openai_api.tool_calls import ArgumentsDelta, Call, Content, ReplyReader, read_whole
+from chatsite.openai_api.tools.reader import ArgumentsDelta, Call, Content, ReplyReader, read_whole
 
 DEFS = [{"type": "function", "function": {"name": "weather"}}, {"type": "function", "function": {"name": "clock"}}]
 AUTO = {"definitions": DEFS, "choice": "auto", "parallel": True}

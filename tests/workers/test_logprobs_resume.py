@@ -6,12 +6,12 @@ from unittest import mock
 import pytest
 
 from chatsite import redis_keys
-from chatsite.openai_api.request import parse_completion_request
-from chatsite.openai_api.services import completion_submit
+from chatsite.openai_api.completions.request import parse_completion_request
+from chatsite.openai_api.completions.services import completion_submit
 from chatsite.redis_client import get_redis
+from chatsite.runs.admission.credentials import key_authenticate
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.stream import codec
-from chatsite.runs.admission.credentials import key_authenticate
 from tests.runs.helpers import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,6 +1,6 @@
 """The body of POST /v1/responses, checked and reduced to what a run needs.
 
-As for chat completions (chatsite.openai_api.request), sampling values are checked
+As for chat completions (chatsite.openai_api.completions.request), sampling values are checked
 at admission like every other run's; this module checks the Responses shape and
 refuses, by name, whatever would change the reply that this server does not do
 (reasoning, hosted tools, images and files). Function tools, `text.format` and
@@ -10,9 +10,9 @@ chat completions, vLLM's extra parameter `ignore_eos` is honoured."""
 from dataclasses import dataclass, field
 
 from chatsite.errors import InvalidInput
-from chatsite.openai_api import responses_tools
-from chatsite.openai_api.request import ROLES, flag
-from chatsite.openai_api.tools import ToolUse
+from chatsite.openai_api.completions.request import ROLES, flag
+from chatsite.openai_api.responses import tools as responses_tools
+from chatsite.openai_api.tools.definitions import ToolUse
 from chatsite.runs.schema_limits import check_json
 from chatsite.runs.validation import clean_logprobs, clean_response_format
 

@@ -6,7 +6,8 @@ vLLM's extras (token ids, prompt log probabilities, usage on every chunk).
 What was asked is read from the first run's sampling (a call's choices and prompts
 ask alike); what the engine reported, from the runs' record (a whole answer) or the
 stream's first token entry (a stream), so a replay and a stream read again agree."""
-from chatsite.openai_api import logprobs_wire, wire
+from chatsite.openai_api.completions import logprobs as logprobs_wire
+from chatsite.openai_api.completions import wire
 from chatsite.runs.models import GenerationRun
 
 

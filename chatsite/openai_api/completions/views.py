@@ -16,24 +16,27 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chatsite import stage_trace
+from chatsite.edge.sse import SseResponse
 from chatsite.errors import REQUEST_ID_HEADER, UNAVAILABLE, ServiceError, openai_error_body, request_id
-from chatsite.openai_api import ratelimit, tools_wire, wire
+from chatsite.openai_api import ratelimit
 from chatsite.openai_api.auth import (CHALLENGE, REVOKED_MESSAGE, authenticate, authenticate_sync, json_body, key_grant,
                                      require_method)
-from chatsite.openai_api.completion_extras import Extras
-from chatsite.openai_api.completion_stream import CompletionStream
+from chatsite.openai_api.completions import wire
+from chatsite.openai_api.completions.extras import Extras
+from chatsite.openai_api.completions.request import (CompletionRequest, parse_completion_request,
+                                                    parse_text_completion_request)
+from chatsite.openai_api.completions.services import completion_submit
+from chatsite.openai_api.completions.stream import CompletionStream
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
-from chatsite.openai_api.request import CompletionRequest, parse_completion_request, parse_text_completion_request
-from chatsite.openai_api.services import completion_submit
+from chatsite.openai_api.tools import wire as tools_wire
 from chatsite.pools.selectors import pools_for_tenant
 from chatsite.quotas.selectors import quota_allowances
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.selectors import run_choices
 from chatsite.runs.services import run_finalize
-from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.stream import codec
-from chatsite.edge.sse import SseResponse
 
 log = logging.getLogger(__name__)
 

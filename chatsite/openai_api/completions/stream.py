@@ -1,8 +1,9 @@
 """The chunks of one completion call's stream, entry by entry, in its endpoint's shape
 (wire.ChatShape, tools_wire.ToolChatShape) with what the call asked for beyond it
 (completion_extras). The view follows the runs' streams and writes what this makes."""
-from chatsite.openai_api import logprobs_wire, wire
-from chatsite.openai_api.completion_extras import Extras, usage_so_far
+from chatsite.openai_api.completions import logprobs as logprobs_wire
+from chatsite.openai_api.completions import wire
+from chatsite.openai_api.completions.extras import Extras, usage_so_far
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream.codec import Entry
 

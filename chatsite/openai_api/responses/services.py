@@ -13,18 +13,18 @@ from django.utils import timezone
 
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput
+from chatsite.openai_api.completions.services import key_caller
 from chatsite.openai_api.models import ResponseRecord
-from chatsite.openai_api.responses_request import ResponseRequest
-from chatsite.openai_api.responses_selectors import response_get, response_input
-from chatsite.openai_api.services import key_caller
-from chatsite.openai_api.tool_calls import read_whole
-from chatsite.openai_api.tools_wire import call_id_prefix
+from chatsite.openai_api.responses.request import ResponseRequest
+from chatsite.openai_api.responses.selectors import response_get, response_input
+from chatsite.openai_api.tools.reader import read_whole
+from chatsite.openai_api.tools.wire import call_id_prefix
 from chatsite.runs.admission import Ask, Branch, NewChat, Send, run_admit
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_cancel
 from chatsite.runs.services.chat_edits import chat_delete
-from chatsite.runs.validation import clean_response_format
 from chatsite.runs.stream import log as stream_log
+from chatsite.runs.validation import clean_response_format
 from chatsite.tenancy.credentials import KeyRead
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 `finish_reason: "tool_calls"` whole; streamed, `delta.tool_calls` chunks with their
 `index` (a call's id, type and name in its first chunk, its arguments after), and
 content deltas free of the call markup. The reply is read by tool_calls.ReplyReader."""
-from chatsite.openai_api import wire
-from chatsite.openai_api.tool_calls import ArgumentsDelta, Call, Content, ReplyReader, read_whole
+from chatsite.openai_api.completions import wire
+from chatsite.openai_api.tools.reader import ArgumentsDelta, Call, Content, ReplyReader, read_whole
 from chatsite.runs.models import GenerationRun
 
 

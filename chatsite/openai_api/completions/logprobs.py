@@ -75,7 +75,8 @@ def vllm_prompt(items) -> list:
             out.append(None)
             continue
         token_id, token, logprob, rank, top = item
-        position = {str(t): {"logprob": lp, "rank": i + 1, "decoded_token": text} for i, (t, text, lp) in enumerate(top)}
+        position = {str(t): {"logprob": lp, "rank": i + 1, "decoded_token": text}
+                    for i, (t, text, lp) in enumerate(top)}
         position[str(token_id)] = {"logprob": logprob, "rank": rank, "decoded_token": token}
         out.append(position)
     return out

@@ -6,8 +6,8 @@ the chat's assistant tool calls and tool results."""
 import json
 
 from chatsite.errors import InvalidInput
-from chatsite.openai_api import tools as tool_params
-from chatsite.openai_api.tools import ToolUse
+from chatsite.openai_api.tools import definitions as tool_params
+from chatsite.openai_api.tools.definitions import ToolUse
 
 TOOL_FIELDS = ("name", "description", "parameters", "strict")
 

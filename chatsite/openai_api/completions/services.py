@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from chatsite.openai_api.request import CompletionRequest
+from chatsite.openai_api.completions.request import CompletionRequest
 from chatsite.quotas.services import refusals_counted
 from chatsite.runs.admission import Admitted, Ask, Caller, NewChat, Send, run_admit
 from chatsite.runs.models import GenerationRun

@@ -18,9 +18,9 @@ wrote its first token (`LIFE_EVENTS` apart: a lost life's numbers are never the 
 one's), and a client resuming from another life's number is told to start over
 (`restarted`), never sent the new life's text after the old one's.
 """
-from chatsite.openai_api import responses_wire as wire
-from chatsite.openai_api.tool_calls import ArgumentsDelta, Call, Content, ReplyReader
-from chatsite.openai_api.tools_wire import call_id_prefix_of
+from chatsite.openai_api.responses import wire
+from chatsite.openai_api.tools.reader import ArgumentsDelta, Call, Content, ReplyReader
+from chatsite.openai_api.tools.wire import call_id_prefix_of
 from chatsite.runs.stream import codec
 
 OPENING_EVENTS = 4

@@ -1,6 +1,6 @@
 """OpenAPI documentation of the request fields /v1 takes beyond OpenAI's: vLLM's own
-(chatsite.openai_api.vllm_params serves them) and logit_bias, shared by the chat and
-text completion requests of chatsite.openai_api.docs (the fuzzer reads them there)."""
+(chatsite.openai_api.vllm.params serves them) and logit_bias, shared by the chat and
+text completion requests of chatsite.openai_api.completions.docs (the fuzzer reads them there)."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 

@@ -1,13 +1,13 @@
 """OpenAPI documentation of the /v1/ endpoints: request and response shapes, and
 documentation-only views the schema hook adds (chatsite.api.openapi). The real
-handlers are the async views in chatsite.openai_api.views."""
+handlers are the async views in chatsite.openai_api.completions.views."""
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from chatsite.runs.choices import MAX_CHOICES
-from chatsite.openai_api.vllm_docs import VllmRequestFields
+from chatsite.openai_api.vllm.docs import VllmRequestFields
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
+from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.validation import MAX_SEED, MIN_SEED
 
 TEXT_PART = {"type": "object", "required": ["type", "text"],
@@ -215,7 +215,7 @@ class ChatCompletionsDocs(APIView):
                    **_errors(400, 401, 404, 405, 409, 413, 415, 429, 500, 503)},
     )
     def post(self, request):  # pragma: no cover - never routed
-        raise NotImplementedError("served by chatsite.openai_api.views.chat_completions")
+        raise NotImplementedError("served by chatsite.openai_api.completions.views.chat_completions")
 
 
 class OpenAITextCompletionRequest(VllmRequestFields):
@@ -282,7 +282,7 @@ class TextCompletionsDocs(APIView):
                    **_errors(400, 401, 404, 405, 409, 413, 415, 429, 500, 503)},
     )
     def post(self, request):  # pragma: no cover - never routed
-        raise NotImplementedError("served by chatsite.openai_api.views.text_completions")
+        raise NotImplementedError("served by chatsite.openai_api.completions.views.text_completions")
 
 
 class ModelListDocs(APIView):

@@ -8,9 +8,9 @@ gives the same bytes whoever asks and whenever: a stream, its resume and a
 retrieve agree."""
 import json
 
-from chatsite.openai_api import logprobs_wire
-from chatsite.openai_api.tool_calls import Call, Content, ReplyReader, read_events
-from chatsite.openai_api.tools_wire import call_id_prefix_of
+from chatsite.openai_api.completions import logprobs as logprobs_wire
+from chatsite.openai_api.tools.reader import Call, Content, ReplyReader, read_events
+from chatsite.openai_api.tools.wire import call_id_prefix_of
 from chatsite.runs.stream import codec
 
 RESPONSE_PREFIX, ITEM_PREFIX, CALL_ITEM_PREFIX = "resp_", "msg_", "fc_"

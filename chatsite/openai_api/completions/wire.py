@@ -2,7 +2,7 @@
 chunks, model and list objects."""
 import json
 
-from chatsite.openai_api import logprobs_wire
+from chatsite.openai_api.completions import logprobs as logprobs_wire
 from chatsite.runs.models import GenerationRun
 
 OWNED_BY = "chatsite"

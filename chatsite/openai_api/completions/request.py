@@ -10,9 +10,9 @@ changes nothing in the reply). Unknown extra fields are ignored, as SDKs send so
 from dataclasses import dataclass
 
 from chatsite.errors import InvalidInput
+from chatsite.openai_api.tools import definitions as tool_params
+from chatsite.openai_api.vllm import params as vllm_params
 from chatsite.request_digest import digest
-from chatsite.openai_api import tools as tool_params
-from chatsite.openai_api import vllm_params
 from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.validation import clean_logprobs
 

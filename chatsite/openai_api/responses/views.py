@@ -13,23 +13,23 @@ from contextlib import aclosing
 from asgiref.sync import sync_to_async
 from django.http import JsonResponse
 
+from chatsite.edge.sse import SseResponse
 from chatsite.errors import ServiceError
-from chatsite.openai_api import logprobs_wire
-from chatsite.openai_api import responses_services as services
-from chatsite.openai_api import responses_wire as wire
 from chatsite.openai_api.auth import CHALLENGE, REVOKED_MESSAGE, authenticate, json_body, key_grant, require_method
+from chatsite.openai_api.completions import logprobs as logprobs_wire
+from chatsite.openai_api.completions.views import CLIENT_RUN_ERRORS, openai_view
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
-from chatsite.openai_api.responses_events import events_for
-from chatsite.openai_api.responses_request import LOGPROBS_INCLUDE, ResponseRequest, parse_response_request
-from chatsite.openai_api.responses_selectors import response_get, response_input
-from chatsite.openai_api.views import CLIENT_RUN_ERRORS, openai_view
+from chatsite.openai_api.responses import services
+from chatsite.openai_api.responses import wire
+from chatsite.openai_api.responses.events import events_for
+from chatsite.openai_api.responses.request import LOGPROBS_INCLUDE, ResponseRequest, parse_response_request
+from chatsite.openai_api.responses.selectors import response_get, response_input
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import log as stream_log
 from chatsite.runs.stream.finished import finished_entries
 from chatsite.runs.stream.follow import follow
-from chatsite.edge.sse import SseResponse
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """OpenAPI documentation of the Responses endpoints under /v1/ (documentation-only
-views the schema hook adds; the real handlers are chatsite.openai_api.responses_views)."""
+views the schema hook adds; the real handlers are chatsite.openai_api.responses.views)."""
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from chatsite.openai_api.docs import OpenAIErrorResponse
+from chatsite.openai_api.completions.docs import OpenAIErrorResponse
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
 
 TAGS = ["openai"]
@@ -145,7 +145,7 @@ class ResponsesDocs(APIView):
                    (200, "text/event-stream"): OpenApiResponse(EVENT_SCHEMA, description=STREAM_DESCRIPTION),
                    **_errors(400, 401, 404, 405, 409, 413, 415, 429, 503)})
     def post(self, request):  # pragma: no cover - never routed
-        raise NotImplementedError("served by chatsite.openai_api.responses_views.responses")
+        raise NotImplementedError("served by chatsite.openai_api.responses.views.responses")
 
 
 class ResponseDetailDocs(APIView):

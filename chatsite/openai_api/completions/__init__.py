@@ -1,0 +1,1 @@
+"""The chat and text completions: /v1/chat/completions and /v1/completions."""

@@ -1,0 +1,1 @@
+"""vLLM's own request fields on /v1: which are honoured, which refused by name, and their docs."""
