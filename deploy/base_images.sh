@@ -31,7 +31,9 @@ SECURITY=${SECURITY:-http://deb.debian.org/debian-security}
 CACHE=$PWD/var/debootstrap-cache
 mkdir -p "$CACHE"
 
-python_packages=python3,python3-venv,python3-pip,ca-certificates
+# python3-gdbm: celery beat keeps its schedule in a dbm file; without gdbm, Python falls back to ndbm,
+# which has no sync(), and the file (beat's health check looks at its age) is written only at exit.
+python_packages=python3,python3-venv,python3-pip,python3-gdbm,ca-certificates
 postgres_packages=postgresql-15,ca-certificates
 redis_packages=redis-server
 

@@ -64,6 +64,7 @@ def test_health_checks_ask_the_real_things(compose):
         assert check[1:] == [".venv/bin/python", "manage.py", "worker_health", "--worker", f"{pool}@%h"]
         assert worker["command"][worker["command"].index("-n") + 1] == f"{pool}@%h"  # the name it beats under
         assert _seconds(worker["healthcheck"]["start_period"]) >= 120  # an engine takes a while to load
+        assert worker["shm_size"] == "1gb"  # vLLM's engine processes share 160 MiB in /dev/shm; Docker gives 64
     assert services["postgres"]["healthcheck"]["test"][1] == "pg_isready"
     assert services["redis"]["healthcheck"]["test"][1:] == ["redis-cli", "ping"]
     beat_check = services["beat"]["healthcheck"]["test"][1]
