@@ -132,6 +132,16 @@ def restart_redis(stack: Stack, key: str, saved: Saved, earlier_run: int, report
                  f"run {earlier_run}'s stream {kept_before} -> {kept_after} entries")
 
 
+def still_healthy(stack: Stack, report: Report) -> None:
+    """After all that, every long-running service is healthy again (beat's check needs its
+    schedule written within 5 minutes: a stack up for half an hour proves it is kept)."""
+    services = {"postgres": "healthy", "redis": "healthy", "web": "healthy", "beat": "healthy"}
+    stack.wait(services, timeout=180, say=report.say)
+    workers = stack.state("worker-flagship")
+    report.check("at the end every service is healthy (the killed worker's container stays down)",
+                 "healthy" in workers, f"{services}, worker-flagship: {workers}")
+
+
 def engine_up(report: Report) -> bool:
     """Start an engine with deploy/dockerd.sh when none answers; True when this run started it."""
     if subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0:
@@ -169,6 +179,7 @@ def main(argv: list[str]) -> int:
         scale_flagship(stack, report)
         killed_run = kill_the_holder(stack, key, saved, report)
         restart_redis(stack, key, saved, killed_run, report)
+        still_healthy(stack, report)
     except Exception as exc:  # the report says where it stopped
         report.check("the smoke ran to its end", False, f"{type(exc).__name__}: {exc}"[:3000])
     finally:
