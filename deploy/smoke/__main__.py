@@ -162,6 +162,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped smoke still takes its stack down
     report = Report()
     started_engine = engine_up(report)
+    report.engine_version()
     stack = Stack()
     try:
         if not args.no_build:

@@ -15,6 +15,7 @@ class Report:
         self.figures: list[tuple[str, float]] = []
         self.checks: list[tuple[str, bool, str]] = []
         self.image_table = ""
+        self.engine = "(none)"
 
     @property
     def ok(self) -> bool:
@@ -37,23 +38,26 @@ class Report:
     def images(self, table: str) -> None:
         self.image_table = table.strip()
 
+    def engine_version(self) -> None:
+        """Read while the engine runs (the smoke may stop it before writing)."""
+        self.engine = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
+                                     text=True, timeout=30).stdout.strip() or "(none)"
+
     def write(self, path: str) -> None:
-        engine = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                                text=True, timeout=30).stdout.strip() or "(stopped)"
         compose = subprocess.run(["docker-compose", "version", "--short"], capture_output=True, text=True,
                                  timeout=30).stdout.strip()
         out = [
             "# deploy smoke: the compose stack, run",
             "",
             f"{self.started:%Y-%m-%d %H:%M} UTC, {time.monotonic() - self.clock:.0f} s, on {platform.node()} "
-            f"({os.cpu_count()} cores, shared); Docker engine {engine}, docker-compose {compose}. "
+            f"({os.cpu_count()} cores, shared); Docker engine {self.engine}, docker-compose {compose}. "
             "Command: `.venv/bin/python -m deploy.smoke` (deploy/smoke/).",
             "",
             f"**{'Every check held.' if self.ok else 'Some checks FAILED.'}**",
             "",
             "| check | result | detail |",
             "|---|---|---|",
-            *(f"| {name} | {'pass' if ok else '**FAIL**'} | {detail.replace('|', '/')} |"
+            *(f"| {name} | {'pass' if ok else '**FAIL**'} | {' '.join(detail.replace('|', '/').split())} |"
               for name, ok, detail in self.checks),
             "",
             "| figure | seconds |",
