@@ -1,6 +1,6 @@
-"""deploy/compose.yaml and the Dockerfiles, checked as files (no Docker engine runs here):
-services, health checks, named volumes, the Procfile's processes, and that every command
-and file they name exists in the repository."""
+"""deploy/compose.yaml and the Dockerfiles, checked as files in the normal suite: services, health
+checks, named volumes, the Procfile's processes, and that every command and file they name exists
+in the repository. The stack itself runs in deploy/smoke (tests/deploy/test_compose_smoke.py, on request)."""
 import re
 
 import pytest
