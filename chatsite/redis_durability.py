@@ -6,8 +6,10 @@ runs then fail with a gap, or restart). With AOF (appendonly yes, appendfsync
 everysec, as scripts/services.sh starts it) a restart loses at most about a
 second of entries; with RDB snapshots only, everything since the last one.
 
-The web (chatsite/edge/asgi.py) and the workers (workers/bootstep.py) check at start
-and warn in the log; /healthz and /metrics (`chatsite_redis_persistent`) say so.
+The web (chatsite/edge/asgi.py) and the workers (workers/bootstep.py) check at start and
+refuse to start against a Redis that persists nothing, unless the operator accepts losing
+the streams in flight by name: CHATSITE_ALLOW_VOLATILE_REDIS=1 (then a warning in the log).
+/healthz and /metrics (`chatsite_redis_persistent`) say which it is.
 """
 import logging
 import time
@@ -19,6 +21,11 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 60.0
+ALLOW_VOLATILE = "CHATSITE_ALLOW_VOLATILE_REDIS"  # the environment variable behind settings.ALLOW_VOLATILE_REDIS
+
+
+class VolatileRedis(RuntimeError):
+    """The Redis holding run streams would lose them in a restart, and no one accepted that."""
 
 
 @dataclass(frozen=True)
@@ -56,16 +63,22 @@ def redis_persistence(client: redis.Redis | None = None) -> Persistence:
 
 
 def check_at_start(role: str) -> Persistence:
-    """Log whether run streams survive a Redis restart; a warning if they do not."""
+    """Log whether run streams survive a Redis restart. Raises VolatileRedis when they would
+    not (or Redis could not tell) and CHATSITE_ALLOW_VOLATILE_REDIS does not accept it."""
     state = redis_persistence()
     _remember(state)
     if state.persistent:
         log.info("%s: the Redis holding run streams persists them: %s", role, state.detail)
-    else:
-        log.warning("%s: the Redis holding run streams does not persist them (%s): a Redis restart loses every "
-                    "stream in flight. Start it with --appendonly yes --appendfsync everysec "
-                    "(scripts/services.sh does).", role, state.detail)
-    return state
+        return state
+    risk = (f"the Redis holding run streams does not persist them ({state.detail}): a Redis restart loses "
+            "every stream in flight. Start it with --appendonly yes --appendfsync everysec (make run and "
+            "scripts/services.sh do)")
+    if settings.ALLOW_VOLATILE_REDIS:
+        log.warning("%s: %s; running anyway, as %s=1 allows.", role, risk, ALLOW_VOLATILE)
+        return state
+    message = f"{role}: refusing to start: {risk}, or set {ALLOW_VOLATILE}=1 to accept the loss."
+    log.critical(message)
+    raise VolatileRedis(message)
 
 
 _cached: tuple[float, Persistence] | None = None

@@ -126,6 +126,9 @@ DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME", "te
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# A Redis that persists nothing loses every run stream in flight when it restarts: the web and the
+# workers refuse to start against one unless this accepts it (chatsite/redis_durability.py).
+ALLOW_VOLATILE_REDIS = env_bool("CHATSITE_ALLOW_VOLATILE_REDIS", False)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},

@@ -1,6 +1,6 @@
-"""deploy/compose.yaml and the Dockerfiles, checked as files (no Docker engine runs here):
-services, health checks, named volumes, the Procfile's processes, and that every command
-and file they name exists in the repository."""
+"""deploy/compose.yaml and the Dockerfiles, checked as files in the normal suite: services, health
+checks, named volumes, the Procfile's processes, and that every command and file they name exists
+in the repository. The stack itself runs in deploy/smoke (tests/deploy/test_compose_smoke.py, on request)."""
 import re
 
 import pytest
@@ -64,6 +64,7 @@ def test_health_checks_ask_the_real_things(compose):
         assert check[1:] == [".venv/bin/python", "manage.py", "worker_health", "--worker", f"{pool}@%h"]
         assert worker["command"][worker["command"].index("-n") + 1] == f"{pool}@%h"  # the name it beats under
         assert _seconds(worker["healthcheck"]["start_period"]) >= 120  # an engine takes a while to load
+        assert worker["shm_size"] == "1gb"  # vLLM's engine processes share 160 MiB in /dev/shm; Docker gives 64
     assert services["postgres"]["healthcheck"]["test"][1] == "pg_isready"
     assert services["redis"]["healthcheck"]["test"][1:] == ["redis-cli", "ping"]
     beat_check = services["beat"]["healthcheck"]["test"][1]
@@ -149,12 +150,28 @@ def test_images_run_as_a_user_and_carry_no_model(dockerfile):
     for stage in final:
         users = re.findall(r"^USER (\S+)", stage, re.M)
         assert users and users[-1] not in ("root", "0"), stage.splitlines()[0]
-    for source in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", text, re.M):
+    for source in re.findall(r"^COPY (?!.*--from=)(?:--\S+ )*(.+) \S+$", text, re.M):
         for path in source.split():
             assert path == "." or (ROOT / path).exists(), path
             assert "models" not in path and not path.startswith("var"), path
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {"var", ".venv", ".git"} <= set(ignored)  # var/ holds the demo models: never in the build context
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile.cpu", "Dockerfile.cuda"])
+def test_images_take_their_base_and_wheels_as_arguments_and_ship_no_wheel(dockerfile):
+    """A host with no registry builds them FROM chatsite-base-python and its own wheels
+    (deploy/images.sh); the defaults are the public image and the package index."""
+    text = (DEPLOY / "docker" / dockerfile).read_text()
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim-bookworm$", text, re.M)
+    assert re.search(r"^ARG WHEELS=index$", text, re.M)
+    stages = {m.group(2): m.group(1) for m in re.finditer(r"^FROM (\S+) AS (\S+)$", text, re.M)}
+    assert stages["base"] == "${BASE_IMAGE}" and stages["wheels"] == "${WHEELS}" and stages["index"] == "base"
+    bodies = dict(zip(re.findall(r"^FROM \S+ AS (\S+)$", text, re.M), re.split(r"^FROM .*$", text, flags=re.M)[1:]))
+    for name, body in bodies.items():
+        if re.search(r"^CMD ", body, re.M):  # a final image: the wheels stay in the stage that installs them
+            assert "--from=wheels" not in body and "/wheels" not in body, name
+            assert re.search(r"^COPY --from=\S*venv /app/\.venv /app/\.venv$", body, re.M), name
 
 
 def test_the_cuda_image_installs_the_pinned_engine():

@@ -55,7 +55,7 @@ def env_of(deployment, docs) -> dict[str, str]:
 
 
 def test_every_manifest_file_is_in_a_kustomization():
-    for directory in (K8S / "base", K8S / "cpu", K8S / "gpu"):
+    for directory in (K8S / "base", K8S / "cpu", K8S / "gpu", K8S / "prometheus-auth"):
         listed = set(yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"])
         files = {p.name for p in directory.glob("*.yaml")} - {"kustomization.yaml"}
         assert files == {r for r in listed if not r.startswith("..")}, directory.name
