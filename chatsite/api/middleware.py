@@ -38,6 +38,7 @@ class ApiErrorMiddleware:
     sync_capable = True
     async_capable = True
     hooks_only = True  # its whole behaviour is the two hooks below (chatsite/edge/handler.FlatMiddleware)
+    inline_safe = True  # they read and write the request and the response only
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -24,6 +24,8 @@ class RequestContextMiddleware(MiddlewareMixin):
     request's context (asgiref carries a variable set in a thread hop back to the event
     loop's task, where an async view runs)."""
 
+    inline_safe = True  # it sets a context variable: no database, no file
+
     def process_request(self, request):
         _request.set(request)
 

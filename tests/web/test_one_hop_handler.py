@@ -316,3 +316,20 @@ def test_signals_hop_while_a_database_connection_is_open():
         assert not signal_inline(signals.request_started, OneHopASGIHandler)
     finally:
         connection.close()
+
+
+def test_the_handler_is_read_against_the_django_it_runs_on():
+    """chatsite/edge/handler.py keeps Django 5.2's ASGIHandler.handle, edited, and vets
+    Django's own middleware for running on the event loop (DJANGO_INLINE_SAFE): both were
+    read against Django 5.2. On another Django this fails, so that they are read again
+    (measured, the copy saves a third of a run's web instructions: docs/architecture.md)."""
+    import django
+    from django.conf import settings
+
+    from chatsite.edge.handler import DJANGO_INLINE_SAFE, FlatMiddleware
+
+    assert django.VERSION[:2] == (5, 2), "read chatsite/edge/handler.py against this Django, then update this test"
+    flat = FlatMiddleware()
+    assert flat.inline_safe  # every middleware settings.MIDDLEWARE loads is vetted or says it is safe
+    loaded = {f"{type(mw).__module__}.{type(mw).__qualname__}" for mw in flat.layers}
+    assert loaded >= DJANGO_INLINE_SAFE & set(settings.MIDDLEWARE)
