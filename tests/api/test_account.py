@@ -86,3 +86,19 @@ def test_usage_sums_this_months_runs_of_the_tenant_per_model(api_key, tenant, us
         {"model": "small", "runs": 1, "prompt_tokens": 100, "completion_tokens": 200, "total_tokens": 300},
     ]
     assert usage["period_start"].endswith("-01T00:00:00Z")
+
+
+def test_bad_settings_are_refused_in_words_and_good_ones_reach_new_api_chats(user, pool):
+    """The settings page's form (tests/web/test_settings_page.py drives it in a browser)."""
+    from chatsite.tenancy.models import UserPreferences
+
+    client = Client()
+    client.force_login(user)
+    resp = client.post("/settings/", {"theme": "purple", "default_instructions": "x"})
+    assert resp.status_code == 400 and "Pick a theme: the system&#x27;s, light or dark." in resp.content.decode()
+    resp = client.post("/settings/", {"theme": "dark", "default_instructions": "x" * 8001})
+    assert resp.status_code == 400 and "at most 8,000 characters; these are 8,001" in resp.content.decode()
+    assert not UserPreferences.objects.filter(user=user).exists()
+    client.post("/settings/", {"theme": "dark", "default_instructions": " Be brief. "})
+    api = client.post("/api/chats/", {"model": pool.name}, content_type="application/json").json()
+    assert api["system_prompt"] == "Be brief."  # a new chat through the API starts with them too

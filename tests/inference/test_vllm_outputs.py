@@ -19,8 +19,10 @@ class _Engine:
 
 
 def _output(finish_reason: str, token_ids=()):
-    return SimpleNamespace(finished=True, outputs=[SimpleNamespace(text="", token_ids=list(token_ids),
-                                                                   finish_reason=finish_reason)])
+    """The fields of vLLM's RequestOutput that the backend reads (num_cached_tokens is None
+    when the engine counted none)."""
+    return SimpleNamespace(finished=True, num_cached_tokens=None,
+                           outputs=[SimpleNamespace(text="", token_ids=list(token_ids), finish_reason=finish_reason)])
 
 
 @pytest.mark.parametrize("reason,error", [("error", True), ("stop", False), ("length", False)])
