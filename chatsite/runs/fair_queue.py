@@ -35,7 +35,7 @@ BELL_MAX = 64  # rings kept while no reserve thread listens (each wakes one, whi
 
 # KEYS[1] = the tenant's runs, KEYS[2] = the rotation, KEYS[3] = the clock, KEYS[4] = the bell;
 # ARGV = run id, tenant id; and, to send the run's wake-up in the same step, KEYS[5] = its queue's
-# list and ARGV[3] = the message (chatsite.runs.task_message).
+# list and ARGV[3] = the message (chatsite.runs.dispatch.message).
 _PUSH = """
 local added = redis.call('zadd', KEYS[1], 'NX', ARGV[1], ARGV[1])
 if not redis.call('zscore', KEYS[2], ARGV[2]) then

@@ -9,7 +9,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chatsite.redis_client import get_redis
-from chatsite.runs import fair_queue, queues, task_message
+from chatsite.runs import fair_queue, queues
+from chatsite.runs.dispatch import message as dispatch_message
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.admission import run_submit
@@ -93,7 +94,7 @@ def test_the_sweep_re_adds_a_queued_run_admitted_while_redis_failed(submit, fair
 
     with monkeypatch.context() as m:  # both the fair queue and the broker are that Redis
         m.setattr(fair_queue, "push", down)
-        m.setattr(task_message, "send_generate", down)
+        m.setattr(dispatch_message, "send_generate", down)
         run = submit(tenant)
     assert depths(fair_pool) == {} and queued_messages(queues.pool_queue(POOL, TIER)) == []
     age(run, 20)  # past PINNED_GRACE, well within QUEUED_GRACE

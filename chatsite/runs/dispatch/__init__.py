@@ -1,8 +1,9 @@
-"""Handing a committed run to Celery."""
+"""Handing a committed run to Celery (its message: dispatch.message)."""
 import logging
 
 from chatsite import stage_trace
-from chatsite.runs import fair_queue, queues, task_message
+from chatsite.runs import fair_queue, queues
+from chatsite.runs.dispatch import message
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import choices_pin, queue_for
 
@@ -28,16 +29,16 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True, pinned: bool = Tr
     if queue == pool_queue and fair_queue.enabled():
         tier = str(run.tier)
         try:
-            if task_message.same_redis():  # the record and its wake-up in one atomic step
+            if message.same_redis():  # the record and its wake-up in one atomic step
                 fair_queue.push(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk,
-                                wake=task_message.generate_message(queue, run.pk, {"tier": tier}))
+                                wake=message.generate_message(queue, run.pk, {"tier": tier}))
                 return
             fair_queue.push(pool=run.pool.name, tier=run.tier, tenant_id=run.tenant_id, run_id=run.pk)
             kwargs = {"tier": tier}
         except Exception:
             log.exception("run %s: the fair queue did not record it; its message serves it directly", run.pk)
     try:
-        task_message.send_generate(queue, run.pk, kwargs)
+        message.send_generate(queue, run.pk, kwargs)
     except Exception:
         log.exception("run %s: dispatch to %s failed; the sweep will retry", run.pk, queue)
         if kwargs:  # no wake-up was sent for it: it must not take another run's
@@ -65,15 +66,15 @@ def run_requeue(*, run_id: int, pool: str, tier: str, tenant_id: int) -> None:
     holds its share of the worker's threads): into its pool's fair queue, with a wake-up,
     where it waits its tenant's turn like any run."""
     queue = queues.pool_queue(pool, tier)
-    if fair_queue.enabled() and task_message.same_redis():
+    if fair_queue.enabled() and message.same_redis():
         fair_queue.push(pool=pool, tier=tier, tenant_id=tenant_id, run_id=run_id,
-                        wake=task_message.generate_message(queue, run_id, {"tier": str(tier)}))
+                        wake=message.generate_message(queue, run_id, {"tier": str(tier)}))
         return
     if fair_queue.enabled():
         fair_queue.push(pool=pool, tier=tier, tenant_id=tenant_id, run_id=run_id)
-        task_message.send_generate(queue, run_id, {"tier": str(tier)})
+        message.send_generate(queue, run_id, {"tier": str(tier)})
         return
-    task_message.send_generate(queue, run_id, {})
+    message.send_generate(queue, run_id, {})
 
 
 def _forget(run: GenerationRun) -> None:
