@@ -1,10 +1,20 @@
 """The small vocabulary shared by the engine host, its backends and its sink."""
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 # The most alternatives a request may ask for per token (OpenAI's top_logprobs limit,
 # and vLLM's default max_logprobs).
 MAX_TOP_LOGPROBS = 20
+
+
+# The sampling a request gets for a knob nobody set: vLLM's and OpenAI's defaults, the one
+# home of these figures (GenerationRequest's fields, the web's validation, the worker's
+# engine request); a pool's `default_sampling` overrides them for its runs.
+SAMPLING_DEFAULTS = MappingProxyType({
+    "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+    "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0,
+})
 
 
 class RequestRefused(ValueError):
@@ -45,17 +55,17 @@ class GenerationRequest:
     request_id: str
     prompt_token_ids: list[int]
     max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = SAMPLING_DEFAULTS["temperature"]
+    top_p: float = SAMPLING_DEFAULTS["top_p"]
     seed: int | None = None
     stop: tuple[str, ...] = ()
     priority: int = 0  # lower is served first (vLLM's priority scheduling)
     ignore_eos: bool = False
-    top_k: int = 0  # 0: off
-    min_p: float = 0.0
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    repetition_penalty: float = 1.0
+    top_k: int = SAMPLING_DEFAULTS["top_k"]  # 0: off
+    min_p: float = SAMPLING_DEFAULTS["min_p"]
+    frequency_penalty: float = SAMPLING_DEFAULTS["frequency_penalty"]
+    presence_penalty: float = SAMPLING_DEFAULTS["presence_penalty"]
+    repetition_penalty: float = SAMPLING_DEFAULTS["repetition_penalty"]
     # The reply is constrained to JSON: any object (json_object), or one matching the
     # JSON Schema `json_schema` (as JSON text, so the request stays hashable).
     json_object: bool = False

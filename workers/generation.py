@@ -14,7 +14,7 @@ from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
-from inference.types import GenerationRequest
+from inference.types import SAMPLING_DEFAULTS, GenerationRequest
 from workers import stream_writer
 from workers.db_retry import with_db_retry
 from workers.runtime import Runtime
@@ -89,11 +89,9 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
     allowed, guide = s.get("allowed_token_ids"), s.get("guide")
     return GenerationRequest(
         request_id=request_id, prompt_token_ids=prompt_token_ids, max_tokens=max_tokens,
-        temperature=s.get("temperature", 1.0), top_p=s.get("top_p", 1.0), seed=run.seed,
+        **{name: s[name] for name in SAMPLING_DEFAULTS if name in s}, seed=run.seed,
         stop=tuple(s.get("stop", ())), priority=TIER_PRIORITY.get(run.tier, 0),
-        ignore_eos=bool(s.get("ignore_eos", False)), top_k=s.get("top_k", 0), min_p=s.get("min_p", 0.0),
-        frequency_penalty=s.get("frequency_penalty", 0.0), presence_penalty=s.get("presence_penalty", 0.0),
-        repetition_penalty=s.get("repetition_penalty", 1.0), json_object=fmt.get("type") == "json_object",
+        ignore_eos=bool(s.get("ignore_eos", False)), json_object=fmt.get("type") == "json_object",
         json_schema=json.dumps(schema) if schema is not None else None, logprobs=s.get("logprobs"),
         min_tokens=min(s.get("min_tokens", 0), max_tokens),  # a continued run has fewer left to write
         logit_bias=tuple((int(k), v) for k, v in (s.get("logit_bias") or {}).items()),

@@ -12,7 +12,7 @@ from chatsite.errors import InvalidInput
 from chatsite.runs.schema_limits import check_schema_cost
 from chatsite.text import clean_text, has_surrogates
 from chatsite.pools.tokens import vocab_size
-from inference.types import MAX_TOP_LOGPROBS
+from inference.types import MAX_TOP_LOGPROBS, SAMPLING_DEFAULTS
 
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 64
@@ -30,11 +30,11 @@ class Sampling:
     stop: tuple[str, ...]
     seed: int
     ignore_eos: bool = False
-    top_k: int = 0  # 0: off
-    min_p: float = 0.0
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    repetition_penalty: float = 1.0
+    top_k: int = SAMPLING_DEFAULTS["top_k"]  # 0: off
+    min_p: float = SAMPLING_DEFAULTS["min_p"]
+    frequency_penalty: float = SAMPLING_DEFAULTS["frequency_penalty"]
+    presence_penalty: float = SAMPLING_DEFAULTS["presence_penalty"]
+    repetition_penalty: float = SAMPLING_DEFAULTS["repetition_penalty"]
     # None, {"type": "json_object"} or {"type": "json_schema", "schema": {...}}: the reply is
     # constrained to JSON (vLLM structured outputs).
     response_format: dict | None = None
@@ -70,10 +70,14 @@ def _number(value, *, field: str, lo: float, hi: float, lo_open: bool = False) -
 def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=None, seed=None,
                    ignore_eos=None, top_k=None, min_p=None, frequency_penalty=None, presence_penalty=None,
                    repetition_penalty=None, response_format=None, logprobs=None, **vllm) -> Sampling:
-    """The run's sampling, from the client's values over the pool's defaults (None:
-    the default); `vllm`: vLLM's own knobs (VLLM_DEFAULTS' names). Raises InvalidInput
-    naming the parameter at fault."""
+    """The run's sampling, from the client's values over the pool's defaults over
+    SAMPLING_DEFAULTS (None: the default); `vllm`: vLLM's own knobs (VLLM_DEFAULTS'
+    names). Raises InvalidInput naming the parameter at fault."""
     defaults = pool.default_sampling or {}
+
+    def given(name, value):
+        return defaults.get(name, SAMPLING_DEFAULTS[name]) if value is None else value
+
     if max_tokens is None:
         max_tokens = min(defaults.get("max_tokens", settings.CHATSITE["DEFAULT_MAX_TOKENS"]), pool.max_output_tokens)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
@@ -81,9 +85,8 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
     if not 1 <= max_tokens <= pool.max_output_tokens:
         raise InvalidInput(f"max_tokens must be between 1 and {pool.max_output_tokens} for model {pool.name!r}",
                            field="max_tokens")
-    temperature = _number(defaults.get("temperature", 0.7) if temperature is None else temperature,
-                          field="temperature", lo=0.0, hi=2.0)
-    top_p = _number(defaults.get("top_p", 1.0) if top_p is None else top_p, field="top_p", lo=0.0, hi=1.0, lo_open=True)
+    temperature = _number(given("temperature", temperature), field="temperature", lo=0.0, hi=2.0)
+    top_p = _number(given("top_p", top_p), field="top_p", lo=0.0, hi=1.0, lo_open=True)
     if stop is None:
         stop = []
     if isinstance(stop, str):
@@ -100,8 +103,10 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
     if ignore_eos is not None and not isinstance(ignore_eos, bool):
         raise InvalidInput("ignore_eos must be true or false", field="ignore_eos")
     return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos),
-                    **_clean_penalties(top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
-                                       presence_penalty=presence_penalty, repetition_penalty=repetition_penalty),
+                    **_clean_penalties(top_k=given("top_k", top_k), min_p=given("min_p", min_p),
+                                       frequency_penalty=given("frequency_penalty", frequency_penalty),
+                                       presence_penalty=given("presence_penalty", presence_penalty),
+                                       repetition_penalty=given("repetition_penalty", repetition_penalty)),
                     response_format=clean_response_format(response_format), logprobs=clean_logprobs(logprobs),
                     vllm=clean_vllm_knobs(pool, max_tokens=max_tokens, **vllm))
 
@@ -118,19 +123,17 @@ def clean_logprobs(value, *, field: str = "top_logprobs", most: int = MAX_TOP_LO
 def _clean_penalties(*, top_k, min_p, frequency_penalty, presence_penalty, repetition_penalty) -> dict:
     """vLLM's ranges: top_k 0 (off) or at least 1 (-1 is taken as off, as vLLM does),
     min_p 0..1, frequency and presence penalties -2..2, repetition penalty above 0."""
-    if top_k is None or top_k == -1:
+    if top_k == -1:
         top_k = 0
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 0 <= top_k <= MAX_TOP_K:
         raise InvalidInput(f"top_k must be an integer: 0 (off) or between 1 and {MAX_TOP_K}", field="top_k")
     return {
         "top_k": top_k,
-        "min_p": 0.0 if min_p is None else _number(min_p, field="min_p", lo=0.0, hi=1.0),
-        "frequency_penalty": 0.0 if frequency_penalty is None else _number(
-            frequency_penalty, field="frequency_penalty", lo=-2.0, hi=2.0),
-        "presence_penalty": 0.0 if presence_penalty is None else _number(
-            presence_penalty, field="presence_penalty", lo=-2.0, hi=2.0),
-        "repetition_penalty": 1.0 if repetition_penalty is None else _number(
-            repetition_penalty, field="repetition_penalty", lo=0.0, hi=MAX_REPETITION_PENALTY, lo_open=True),
+        "min_p": _number(min_p, field="min_p", lo=0.0, hi=1.0),
+        "frequency_penalty": _number(frequency_penalty, field="frequency_penalty", lo=-2.0, hi=2.0),
+        "presence_penalty": _number(presence_penalty, field="presence_penalty", lo=-2.0, hi=2.0),
+        "repetition_penalty": _number(repetition_penalty, field="repetition_penalty", lo=0.0,
+                                      hi=MAX_REPETITION_PENALTY, lo_open=True),
     }
 
 
