@@ -2,6 +2,7 @@
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
@@ -155,54 +156,72 @@ def _constraint_refused(rt: Runtime, run: GenerationRun) -> dict | None:
     return codec.error_fields(code=CONSTRAINT_REFUSED, message=f"{what}: {problem}")
 
 
-def _generate_claimed(rt: Runtime, claim: Claim) -> str:
-    run, lease_token = claim.run, claim.lease_token
-    reply, cancel_asked = claim.so_far, claim.cancel_asked  # what earlier attempts streamed
+@dataclass(frozen=True)
+class _Ready:
+    """What a run goes to the engine with: its prompt plan, the tokens it may still
+    write, and whether the tenant's budget capped them."""
 
-    def end(fields: dict, outcome: str) -> str:
-        with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
-        return outcome
+    plan: object  # inference.prompt's plan
+    remaining: int
+    capped: bool
 
+
+def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tuple[dict, str] | _Ready:
+    """Before the engine: the run's terminal entry and outcome when it ends here (a gap
+    in what earlier attempts wrote, a cancel, a constrained reply cut off part-way, a
+    schema the engine cannot take, no tokens left, a prompt too long, the budget spent),
+    else what it goes to the engine with."""
     if reply.gap is not None:
-        return end(codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed")
+        return codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed"
     if cancel_asked:
-        return end(codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
-                                     completion_tokens=reply.completion_tokens), "cancelled")
+        return codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
+                                 completion_tokens=reply.completion_tokens), "cancelled"
     if reply.text and (run.sampling.get("response_format") or run.sampling.get("guide")):
         # The engine cannot take up a grammar in the middle of its output: carrying on
         # would start a second JSON value after the first's beginning. Say so instead.
-        return end(codec.error_fields(code="structured_output_interrupted", message=(
+        return codec.error_fields(code="structured_output_interrupted", message=(
             "the worker generating this JSON reply stopped part-way, and a constrained reply cannot be carried "
-            "on by another; send the request again")), "failed")
+            "on by another; send the request again")), "failed"
     refused = _constraint_refused(rt, run)
     if refused is not None:
-        return end(refused, "failed")
+        return refused, "failed"
     remaining = run.max_tokens - reply.completion_tokens
     if remaining <= 0:
-        return end(codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
-                                     completion_tokens=reply.completion_tokens), "finalized")
+        return codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
+                                 completion_tokens=reply.completion_tokens), "finalized"
     try:
         plan = _prompt(rt, run, max_prompt_tokens=rt.pool.context_length - remaining, so_far=reply.text)
     except PromptTooLong as exc:
-        return end(codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed")
+        return codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed"
     if plan.num_messages_dropped and run.source == GenerationRun.Source.OPENAI:
         # An OpenAI client's conversation reaches the model whole or not at all (the
         # real chat template can take more than admission's estimate).
-        return end(codec.error_fields(code="context_length_exceeded", message=(
+        return codec.error_fields(code="context_length_exceeded", message=(
             f"the messages are more than the {rt.pool.context_length - remaining} prompt tokens the model has "
-            f"room for with a reply of up to {remaining} tokens; shorten them or ask for fewer max_tokens")),
-            "failed")
-    capped = False
+            f"room for with a reply of up to {remaining} tokens; shorten them or ask for fewer max_tokens")), "failed"
     # What earlier attempts streamed is in this prompt (the engine carries on from it) but
     # is billed once, as completion: the prompt billed is the rest.
     prompt_tokens = len(plan.token_ids) - plan.num_carried_tokens
+    capped = False
     if run.budget_cap is not None:  # the tenant's budget, counted with the real prompt length
         allowed = run.budget_cap - prompt_tokens - reply.completion_tokens
         capped = allowed < remaining
         remaining = min(remaining, allowed)
         if remaining <= 0:
-            return end(codec.done_fields(finish_reason="budget", prompt_tokens=prompt_tokens,
-                                         completion_tokens=reply.completion_tokens), "finalized")
+            return codec.done_fields(finish_reason="budget", prompt_tokens=prompt_tokens,
+                                     completion_tokens=reply.completion_tokens), "finalized"
+    return _Ready(plan, remaining, capped)
+
+
+def _generate_claimed(rt: Runtime, claim: Claim) -> str:
+    run, lease_token = claim.run, claim.lease_token
+    reply = claim.so_far  # what earlier attempts streamed
+    ready = _preflight(rt, run, reply, claim.cancel_asked)
+    if not isinstance(ready, _Ready):
+        fields, outcome = ready
+        with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
+        return outcome
+    plan, remaining, capped = ready.plan, ready.remaining, ready.capped
     active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
                        lease_token=lease_token, next_seq=reply.completion_tokens,
                        prior_tokens=plan.num_carried_tokens, budget_capped=capped,
