@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                                            to='chats.chat')),
             ],
             options={
-                'indexes': [models.Index(fields=['chat', '-created_at'], name='chats_chats_chat_id_2c1d0e_idx')],
+                'indexes': [models.Index(fields=['chat', '-created_at'], name='chats_chats_chat_id_6ec7b5_idx')],
             },
         ),
     ]
