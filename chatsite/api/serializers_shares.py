@@ -23,10 +23,10 @@ class ShareCreatedSerializer(ShareSerializer):
 
 
 class SharedRun(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(help_text="The run writing (or that wrote) the reply.")
     status = serializers.CharField(help_text="queued, running, completed, failed or cancelled.")
-    model = serializers.CharField()
-    finish_reason = serializers.CharField()
+    model = serializers.CharField(help_text="The model (pool) that writes the reply.")
+    finish_reason = serializers.CharField(help_text="stop, length, budget, cancelled or error; empty while it goes on.")
     events_url = serializers.CharField(allow_null=True, help_text=(
         "While the reply is being written: GET it for the reply as Server-Sent Events (the events of GET "
         "/api/runs/{id}/events), no account needed, from its start or after `live.last_event_id`. It stops "
@@ -40,16 +40,16 @@ class SharedLive(serializers.Serializer):
 
 
 class SharedMessage(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(help_text="The message's id.")
     role = serializers.CharField(help_text="user, assistant or tool.")
     content = serializers.CharField(help_text="The text; a reply in progress: its text so far.")
-    created_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField(help_text="When the message was saved.")
     run = SharedRun(allow_null=True, help_text="An assistant message's run; null for the others.")
     live = SharedLive(allow_null=True, help_text="A reply in progress: where `content` ends; null otherwise.")
 
 
 class SharedChatSerializer(serializers.Serializer):
-    title = serializers.CharField()
+    title = serializers.CharField(help_text="The chat's name.")
     model = serializers.CharField(help_text="The chat's model, by its display name.")
     shared_at = serializers.DateTimeField(help_text="When the link was made.")
     messages = SharedMessage(many=True, help_text="The chat's chosen path now, oldest first.")
