@@ -1,6 +1,7 @@
 """Share links on the live stack (daphne, fake-engine workers, Postgres, Redis): the owner
 shares a chat, anyone with the link reads it without an account and follows a reply to its
 end, a revoke ends a viewer mid-stream, and no one else can list or revoke a link."""
+import re
 import threading
 import time
 
@@ -13,6 +14,7 @@ from chatsite.tenancy.services import api_key_create
 from tests.factories import ChatFactory, TenantFactory, UserFactory
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import parse, read_events, text_of
+from tests.stack import LOG_DIR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,3 +164,13 @@ def test_a_link_caps_its_live_viewers(live_url, fake_workers, auth, chat):
             for s in streams:
                 s.__exit__(None, None, None)
     wait_terminal(run["id"])
+
+
+def test_a_links_token_never_reaches_the_access_log(web_url, auth, chat):
+    token = _share(web_url, auth, chat.pk)["token"]
+    assert _shared(web_url, token).status_code == 200
+    assert httpx.get(f"{web_url}/s/{token}", timeout=10).status_code == 200
+    log = (LOG_DIR / f"web-{web_url.rsplit(':', 1)[1]}.log").read_text()
+    assert re.search(r'"GET /api/shared/\[redacted\]( HTTP/1.1)?" 200', log), log[-2000:]
+    assert re.search(r'"GET /s/\[redacted\]( HTTP/1.1)?" 200', log)
+    assert token not in log
