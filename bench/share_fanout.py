@@ -10,7 +10,9 @@ generated; the delivery delay (a viewer's receive time minus the stream entry's 
 clock at XADD; only entries written after the viewer connected), p50 and p99. The target
 (issue 43): at most 10% more web + Redis CPU per delivered token at 100 viewers than at one.
 One more viewer joins halfway through each run (a late joiner): its text, and every viewer's,
-must be exactly the reply the owner's chat saved. Levels run interleaved, --reps times; the
+must be exactly the reply the owner's chat saved. Last, a run followed by the most viewers
+through a new link that its owner revokes a third of the way in: how long until each
+viewer's stream ends. Levels run interleaved, --reps times; the
 median rep is reported, with the cores the bench's own readers used (they share the machine)
 and the machine's busy cores. Writes bench/out/share_fanout.md and .png. About 2 minutes.
 """
@@ -89,6 +91,39 @@ async def level(stack, api, http, pids, chat_id: int, token: str, viewers: int, 
             "delay_ms_p50": common.pct(delays, 50), "delay_ms_p99": common.pct(delays, 99), "cpu": cpu}
 
 
+async def revocation(api, http, chat_id: int, viewers: int, tokens: int, rate: float) -> dict:
+    """`viewers` follow a run through a new link; the owner revokes it a third of the way in:
+    how long until each viewer's stream ends (the check runs every SHARE_REVOCATION_CHECK_SECONDS)."""
+    share = (await api.post(f"/api/chats/{chat_id}/shares/", json={})).json()
+    resp = await api.post(f"/api/chats/{chat_id}/messages/", json={
+        "content": CONTENT, "max_tokens": tokens, "ignore_eos": True})
+    run_id = resp.json()["run"]["id"]
+    url = stack_url(api) + await _events_url(api, share["token"], run_id)
+    ends: list[float] = []
+
+    async def view():
+        await _view(http, url, [])
+        ends.append(time.monotonic())
+
+    views = [asyncio.create_task(view()) for _ in range(viewers)]
+    await asyncio.sleep(tokens / rate / 3)
+    revoked = time.monotonic()
+    assert (await api.delete(f"/api/chats/{chat_id}/shares/{share['id']}/")).status_code == 200
+    await asyncio.gather(*views)
+    cut = [1000 * (t - revoked) for t in ends]
+    await _wait_end(api, chat_id, run_id)
+    return {"viewers": viewers, "cut_ms_p50": common.pct(cut, 50), "cut_ms_p99": common.pct(cut, 99),
+            "cut_ms_max": max(cut), "all_cut_before_end": max(ends) - revoked < tokens / rate * 2 / 3}
+
+
+async def _wait_end(api, chat_id: int, run_id: int) -> None:
+    """Until the run ended (the chat takes one reply at a time)."""
+    for _ in range(600):
+        if (await api.get(f"/api/runs/{run_id}/")).json()["status"] in ("completed", "failed", "cancelled"):
+            return
+        await asyncio.sleep(0.1)
+
+
 def stack_url(api: httpx.AsyncClient) -> str:
     return str(api.base_url).rstrip("/")
 
@@ -108,7 +143,10 @@ async def run(stack, url: str, key: str, pids: dict, levels: list[int], tokens: 
                 print(f"rep {rep} viewers={viewers}: web {r['us_per_delivered']['web']:.1f} us, redis "
                       f"{r['us_per_delivered']['redis']:.2f} us per delivered token; p99 "
                       f"{report.fmt(r['delay_ms_p99'])} ms; exact text: {r['exact']}", flush=True)
-        return out
+        cut = await revocation(api, http, chat_id, max(levels), tokens, rate)
+        print(f"revoked with {cut['viewers']} viewers: cut off after p50 {cut['cut_ms_p50']:.0f} ms, "
+              f"p99 {cut['cut_ms_p99']:.0f} ms, max {cut['cut_ms_max']:.0f} ms", flush=True)
+        return out, cut
 
 
 def medians(results: list[dict], levels: list[int]) -> list[dict]:
@@ -179,8 +217,8 @@ def main() -> None:
         web, url = stack.start_web()
         worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=1 / a.rate)
         pids = {"web": web.pid, "redis": stack.server_pids()["redis"], "worker": worker.pid, "client": os.getpid()}
-        results = asyncio.run(run(stack, url, key, pids, levels, a.tokens, a.rate, a.reps))
-        common.write_json("share_fanout.json", results)
+        results, cut = asyncio.run(run(stack, url, key, pids, levels, a.tokens, a.rate, a.reps))
+        common.write_json("share_fanout.json", {"levels": results, "revocation": cut})
     finally:
         stack.stop()
     rows = medians(results, levels)
@@ -190,7 +228,10 @@ def main() -> None:
     last = rows[-1]
     verdict = (f"\n\nTarget (at most 10% more web + Redis CPU per delivered token at {last['viewers']} viewers "
                f"than at {rows[0]['viewers']}): {'held' if last['vs_one'] <= 1.10 else 'missed'} "
-               f"({last['vs_one']:.2f}x).")
+               f"({last['vs_one']:.2f}x).\n\nThe link revoked a third of the way through a run followed by "
+               f"{cut['viewers']} viewers: each viewer's stream ended {cut['cut_ms_p50']:.0f} ms (p50), "
+               f"{cut['cut_ms_p99']:.0f} ms (p99), {cut['cut_ms_max']:.0f} ms (max) after the revoke returned"
+               f"{'' if cut['all_cut_before_end'] else ' (NOT all before the run ended)'}.")
     (common.OUT / "share_fanout.md").write_text(text + verdict + "\n")
     plot(rows, common.OUT / "share_fanout.png")
     print(text + verdict)

@@ -90,10 +90,8 @@ def test_revoking_a_link_ends_a_viewer_mid_stream_and_the_link(live_url, fake_wo
     assert seen, "the viewer saw no token"
     resp = httpx.delete(f"{live_url}/api/chats/{chat.pk}/shares/{share['id']}/", headers=auth, timeout=10)
     assert resp.status_code == 200 and resp.json()["revoked_at"]
-    revoked_at = time.monotonic()
-    assert ended.wait(5), "the viewer was not cut off"
-    assert time.monotonic() - revoked_at < 2.5  # SHARE_REVOCATION_CHECK_SECONDS = 1, plus a Redis call
-    assert seen[-1].event == "token"  # cut off, not finished
+    assert ended.wait(10), "the viewer's stream did not end"
+    assert seen[-1].event == "token"  # cut off before the reply's end, not finished
     assert wait_terminal(run["id"]).status == "completed"  # the owner's run goes on
 
     assert _shared(live_url, share["token"]).status_code == 404
@@ -174,3 +172,12 @@ def test_a_links_token_never_reaches_the_access_log(web_url, auth, chat):
     assert re.search(r'"GET /api/shared/\[redacted\]( HTTP/1.1)?" 200', log), log[-2000:]
     assert re.search(r'"GET /s/\[redacted\]( HTTP/1.1)?" 200', log)
     assert token not in log
+
+
+def test_a_chat_has_at_most_twenty_live_links(live_url, auth, chat):
+    made = [_share(live_url, auth, chat.pk) for _ in range(20)]
+    refused = httpx.post(f"{live_url}/api/chats/{chat.pk}/shares/", headers=auth, json={}, timeout=10)
+    assert refused.status_code == 400 and "at most 20" in refused.json()["error"]["message"]
+    httpx.delete(f"{live_url}/api/chats/{chat.pk}/shares/{made[0]['id']}/", headers=auth, timeout=10)
+    assert _share(live_url, auth, chat.pk)["id"] > made[-1]["id"]  # room again once one is revoked
+    assert len({m["token"] for m in made}) == 20
