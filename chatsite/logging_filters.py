@@ -1,4 +1,4 @@
-"""Keep secrets out of logs: API keys, bearer tokens, session and CSRF cookies."""
+"""Keep secrets out of logs: API keys, bearer tokens, session and CSRF cookies, share links."""
 import logging
 import re
 
@@ -8,6 +8,8 @@ _PATTERNS = [
     (re.compile(r"(?i)((?:sessionid|csrftoken)=)[^;\s'\"]+"), r"\1[redacted]"),
     # an events URL's token (and any other credential in a query string)
     (re.compile(r"(?i)([?&](?:token|access_token|api_key|key)=)[^&#\s'\"]+"), r"\1[redacted]"),
+    # a share link's token, in its page's path or its API read's (chatsite.chats.sharing)
+    (re.compile(r"(/s/|/api/shared/)[^/?#\s'\"]+"), r"\1[redacted]"),
 ]
 
 

@@ -110,6 +110,12 @@ def sse_streams(tenant_id: int, user_id: int) -> str:
     return f"sse:{tenant_id}:{user_id}:streams"
 
 
+def share_streams(share_id: int) -> str:
+    """Sorted set of the open SSE streams of one chat's share link (its viewers hold no
+    account; score: when the entry expires)."""
+    return f"sse:share:{share_id}:streams"
+
+
 def hub_wakeup(hub_id: str) -> str:
     """A web process's private stream, written to wake its blocked multiplexed read."""
     return f"hub:{hub_id}:wake"

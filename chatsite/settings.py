@@ -241,6 +241,10 @@ CHATSITE.update({
     "SSE_MAX_STREAMS_PER_USER": int(os.environ.get("CHATSITE_SSE_MAX_STREAMS_PER_USER", "32")),
     # How often an open SSE stream checks that its principal was not revoked (one Redis call).
     "SSE_REVOCATION_CHECK_SECONDS": float(os.environ.get("CHATSITE_SSE_REVOCATION_CHECK_SECONDS", "3")),
+    # A chat's share link (no account): viewers following it live at once (one more: 429), and how
+    # often each checks that the link was not revoked (a revoked link ends them within this).
+    "SHARE_MAX_STREAMS_PER_LINK": int(os.environ.get("CHATSITE_SHARE_MAX_STREAMS_PER_LINK", "100")),
+    "SHARE_REVOCATION_CHECK_SECONDS": float(os.environ.get("CHATSITE_SHARE_REVOCATION_CHECK_SECONDS", "1")),
     # How long a revocation is remembered; a stream open longer than this re-authenticates.
     "REVOCATION_TTL_SECONDS": int(os.environ.get("CHATSITE_REVOCATION_TTL_SECONDS", "86400")),
     # Under production settings /metrics answers only with METRICS_TOKEN (403 while none is set).

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatsite.api import views_account, views_chats, views_feedback, views_messages, views_runs
+from chatsite.api import views_account, views_chats, views_feedback, views_messages, views_runs, views_shares
 from chatsite.api.async_path import on_the_loop
 
 MESSAGE = "chats/<int:chat_id>/messages/<int:message_id>/"
@@ -19,6 +19,9 @@ urlpatterns = [
     path(MESSAGE + "edit", on_the_loop(views_messages.EditView)),
     path(MESSAGE + "continue", on_the_loop(views_messages.ContinueView)),
     path(MESSAGE + "select", views_messages.SelectView.as_view()),
+    path("chats/<int:chat_id>/shares/", views_shares.ShareListView.as_view()),
+    path("chats/<int:chat_id>/shares/<int:share_id>/", views_shares.ShareDetailView.as_view()),
+    path("shared/<str:token>", views_shares.SharedChatView.as_view()),
     path("runs/<int:run_id>/", views_runs.RunDetailView.as_view()),
     path("runs/<int:run_id>/cancel", views_runs.RunCancelView.as_view()),
     path("runs/<int:run_id>/feedback", views_feedback.FeedbackView.as_view()),

@@ -68,3 +68,20 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+class ChatShare(models.Model):
+    """A read-only link to a chat (chatsite.chats.sharing): anyone holding its token sees the
+    chat's chosen path and follows a reply live, without an account, until its owner revokes
+    it. Only a SHA-256 of the token is stored; the token is shown once, when it is made."""
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="shares")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["chat", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"share {self.pk} of chat {self.chat_id}"

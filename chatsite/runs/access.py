@@ -3,7 +3,8 @@
 Two ways in. The run's `events_url` carries a signed token (a presigned URL)
 bound to the run, its chat and tenant, and the user and credential (API key or
 session) of the request it was given to: checking it needs neither the database
-nor a thread, so following a stream costs no Postgres connection. Without a valid
+nor a thread, so following a stream costs no Postgres connection. (A share link's
+viewer gets such a token too, naming the link: `share_events_token`.) Without a valid
 token (absent, expired after EVENTS_TOKEN_SECONDS, for another run, or revoked)
 the session or the bearer key is checked against the database (`authorize_run`,
 sync; called via database_sync_to_async). Either way the stream then carries a
@@ -26,7 +27,7 @@ from chatsite.runs.outlet import AccessEnded, Outlet
 from chatsite.runs.selectors import run_get
 from chatsite.tenancy.credentials import KeyRead, bearer_token
 from chatsite.tenancy.request_context import current_request
-from chatsite.tenancy.revocation import Grant, key_credential, session_credential
+from chatsite.tenancy.revocation import Grant, key_credential, session_credential, share_credential
 from chatsite.tenancy.selectors import tenant_for_request
 
 MAX_TOKEN_CHARS = 1024  # a real one is ~200
@@ -67,6 +68,16 @@ def events_token(run: GenerationRun) -> str:
     return _signer().sign_object(payload)
 
 
+def share_events_token(run: GenerationRun, *, share_id: int, owner_id: int) -> str:
+    """A token that lets a share link's viewer (no account) read this run's events for
+    EVENTS_TOKEN_SECONDS, as the link: bound to the run, its chat and tenant, the chat's
+    owner and the link, it stops working when the link is revoked (or the chat, the
+    owner's membership, ...: chatsite.tenancy.revocation)."""
+    payload = {"r": run.pk, "c": run.chat_id, "t": run.tenant_id, "u": owner_id,
+               "k": share_credential(share_id), "s": share_id, "i": int(time.time())}
+    return _signer().sign_object(payload)
+
+
 def grant_of(request, run: GenerationRun) -> Grant:
     """The grant of the request being served to read the run it just made (a streamed
     POST): its user and credential, as the run's events token would carry them."""
@@ -82,7 +93,7 @@ def token_grants(token: str, run_id) -> Grant | None:
     try:
         p = _signer().unsign_object(token)
         grant = Grant(run_id=int(p["r"]), chat_id=int(p["c"]), tenant_id=int(p["t"]), user_id=int(p["u"]),
-                      credential=str(p["k"]), since=float(p["i"]))
+                      credential=str(p["k"]), since=float(p["i"]), share_id=int(p.get("s", 0)))
     except (signing.BadSignature, ValueError, TypeError, KeyError, UnicodeError):
         return None
     if str(grant.run_id) != str(run_id) or time.time() - grant.since > settings.CHATSITE["EVENTS_TOKEN_SECONDS"]:

@@ -3,13 +3,13 @@ the database, that the access it was opened with has ended.
 
 Each way in is a principal: an API key, a signed-in session, a user's sessions (all
 of them: a password change), a user's membership of a tenant, the user, the tenant,
-and the chat the run belongs to. Ending one (revoking a key, signing out, changing a
-password, removing a membership, deactivating a user or a tenant, deleting a chat)
-records it in Postgres, in the transaction of the change (a Revocation row, the
+the chat the run belongs to, and a share link of that chat. Ending one (revoking a
+key, signing out, changing a password, removing a membership, deactivating a user or
+a tenant, deleting a chat, revoking a share link) records it in Postgres, in the transaction of the change (a Revocation row, the
 durable record), and writes `revoked:{kind}:{id}` in Redis after it commits. The
 value is when it happened, so a stream or token granted before then is cut off while
 one granted after (a member added back, a session signed in after the change) is
-not; keys, sessions and chats never come back, so theirs is PERMANENT.
+not; keys, sessions, chats and share links never come back, so theirs is PERMANENT.
 
 Redis is a cache of those rows: `revoked:loaded` is set once it holds them all. A
 Redis that lost its data (restarted without persistence) has no such key, and the
@@ -38,6 +38,7 @@ from chatsite.tenancy.models import Revocation
 log = logging.getLogger(__name__)
 
 KEY, SESSION, SESSIONS, MEMBER, USER, TENANT, CHAT = "key", "session", "sessions", "member", "user", "tenant", "chat"
+SHARE = "share"  # a chat's share link (chatsite.chats.sharing): its viewers hold no account
 PERMANENT = "permanent"
 # Hosts' clocks differ a little: a grant made this soon before a revocation counts as made after it.
 CLOCK_SKEW_SECONDS = 1.0
@@ -56,16 +57,24 @@ def session_credential(session_key: str | None) -> str:
     return f"{SESSION}:{session_fingerprint(session_key)}" if session_key else ""
 
 
+def share_credential(share_id: int) -> str:
+    return f"{SHARE}:{share_id}"
+
+
 @dataclass(frozen=True)
 class Grant:
-    """Who may read a run's events, through which credential, since when (unix time)."""
+    """Who may read a run's events, through which credential, since when (unix time).
+    A share link's viewer has no account: the grant names the chat's owner (the link
+    ends with the owner's access) and `share_id`, whose streams count against the link's
+    own cap, not the owner's."""
 
     run_id: int
     chat_id: int
     tenant_id: int
     user_id: int
-    credential: str  # key_credential(), session_credential(), or "" (none known)
+    credential: str  # key_credential(), session_credential(), share_credential(), or "" (none known)
     since: float
+    share_id: int = 0  # a share link's viewer: the link
 
     def marker_keys(self) -> list[str]:
         keys = [redis_keys.revoked(CHAT, str(self.chat_id)),

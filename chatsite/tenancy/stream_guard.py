@@ -12,6 +12,11 @@ single Redis call; a revoked (or too old) grant ends the stream. No database, un
 that call finds that Redis lost the markers (no `revoked:loaded`): they are written
 again from Postgres first (revocation.revocations_reload), and read again.
 
+A share link's viewer (no account: `grant.share_id`) holds a slot of the link's own
+set instead, at most SHARE_MAX_STREAMS_PER_LINK, and its markers (the link's among
+them) are read every SHARE_REVOCATION_CHECK_SECONDS: a revoked link ends its viewers
+within about a second.
+
 A request that waits for a whole reply holds no slot (`StreamGuard.watching`): it
 only checks its grant's markers, at the same interval.
 
@@ -76,8 +81,15 @@ def slot_ttl() -> int:
 NO_SLOT = -1  # the script's cap for a guard that holds no slot
 
 
-def _too_many() -> TooManyStreams:
-    return TooManyStreams(f"you have {settings.CHATSITE['SSE_MAX_STREAMS_PER_USER']} event streams open "
+def _cap(grant: Grant) -> int:
+    return settings.CHATSITE["SHARE_MAX_STREAMS_PER_LINK" if grant.share_id else "SSE_MAX_STREAMS_PER_USER"]
+
+
+def _too_many(grant: Grant) -> TooManyStreams:
+    if grant.share_id:
+        return TooManyStreams(f"this shared chat has {_cap(grant)} viewers following it already; try again in "
+                              "a moment", retry_after=slot_ttl())
+    return TooManyStreams(f"you have {_cap(grant)} event streams open "
                           "already; close one, or wait for a run to finish", retry_after=slot_ttl())
 
 
@@ -85,9 +97,11 @@ class StreamGuard:
     def __init__(self, grant: Grant, slot_id: str | None):
         self.grant = grant
         self._slot_id = slot_id  # None: a watch only, no slot
-        self._slots_key = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
+        self._slots_key = (redis_keys.share_streams(grant.share_id) if grant.share_id
+                           else redis_keys.sse_streams(grant.tenant_id, grant.user_id))
         self._markers = [*grant.marker_keys(), redis_keys.revocations_loaded()]
-        self._next_check = time.monotonic() + check_seconds()
+        self._check_every = settings.CHATSITE["SHARE_REVOCATION_CHECK_SECONDS"] if grant.share_id else check_seconds()
+        self._next_check = time.monotonic() + self._check_every
         self._closed = slot_id is None
 
     def _args(self, cap: int) -> tuple:
@@ -119,9 +133,9 @@ class StreamGuard:
         """admit(), from a request's thread (sync Redis): the slot taken before the request
         admits its run, so a refused stream admits nothing."""
         guard = cls(grant, uuid.uuid4().hex)
-        status, *markers = guard._call_sync(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"])
+        status, *markers = guard._call_sync(_cap(grant))
         if status == -1:
-            raise _too_many()
+            raise _too_many(grant)
         if not guard._allowed(markers):
             guard.close_sync()
             return None
@@ -152,14 +166,14 @@ class StreamGuard:
         """A guard holding a slot for this stream; None when the grant was revoked.
         Raises TooManyStreams (429) when the user has SSE_MAX_STREAMS_PER_USER open."""
         guard = cls(grant, uuid.uuid4().hex)
-        call = asyncio.ensure_future(guard._call(settings.CHATSITE["SSE_MAX_STREAMS_PER_USER"]))
+        call = asyncio.ensure_future(guard._call(_cap(grant)))
         try:
             status, *markers = await asyncio.shield(call)
         except asyncio.CancelledError:  # the client hung up meanwhile: the slot may be taken all the same
             call.add_done_callback(guard._admitted_too_late)
             raise
         if status == -1:
-            raise _too_many()
+            raise _too_many(grant)
         if not guard._allowed(markers):
             await guard.close()
             return None
@@ -175,12 +189,13 @@ class StreamGuard:
     async def check(self) -> bool:
         """Refresh the slot; False when the stream must end (one Redis call)."""
         _, *markers = await self._call(0 if self._slot_id else NO_SLOT)
-        self._next_check = time.monotonic() + check_seconds()
+        self._next_check = time.monotonic() + self._check_every
         return self._allowed(markers)
 
     async def next(self, sub, timeout: float):
         """`sub.next(timeout)` (a batch, or None after `timeout` s of quiet), checking
-        meanwhile every SSE_REVOCATION_CHECK_SECONDS; REVOKED when the stream must end."""
+        meanwhile every SSE_REVOCATION_CHECK_SECONDS (a share link's viewer: every
+        SHARE_REVOCATION_CHECK_SECONDS); REVOKED when the stream must end."""
         deadline = time.monotonic() + timeout
         while True:
             batch = await sub.next(max(0.0, min(deadline, self._next_check) - time.monotonic()))

@@ -30,6 +30,11 @@ def _page(request, status: int, title: str, message: str):
     return response
 
 
+def not_found_page(request):
+    """The 404 page, whatever DEBUG says (a view that knows the answer is "nothing here")."""
+    return _page(request, 404, *PAGES[404])
+
+
 def handler400(request, exception=None):
     return _page(request, 400, *PAGES[400])
 

@@ -106,5 +106,5 @@
 
   ns.api = { request, describe, describeRunError, csrfToken, newKey,
              get: (url) => request("GET", url), post: (url, body, headers) => request("POST", url, body, headers),
-             patch: (url, body) => request("PATCH", url, body) };
+             patch: (url, body) => request("PATCH", url, body), del: (url) => request("DELETE", url) };
 })(window.ChatUI = window.ChatUI || {});
