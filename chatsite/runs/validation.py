@@ -71,8 +71,9 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
                    ignore_eos=None, top_k=None, min_p=None, frequency_penalty=None, presence_penalty=None,
                    repetition_penalty=None, response_format=None, logprobs=None, **vllm) -> Sampling:
     """The run's sampling, from the client's values over the pool's defaults (None:
-    the default); `vllm`: vLLM's own knobs (VLLM_DEFAULTS' names). Raises InvalidInput
-    naming the parameter at fault."""
+    the pool's `default_sampling`, else the engine's default), so a pool's default
+    penalty reaches every surface, whether or not its wire format can name it; `vllm`:
+    vLLM's own knobs (VLLM_DEFAULTS' names). Raises InvalidInput naming the parameter at fault."""
     defaults = pool.default_sampling or {}
     if max_tokens is None:
         max_tokens = min(defaults.get("max_tokens", settings.CHATSITE["DEFAULT_MAX_TOKENS"]), pool.max_output_tokens)
@@ -99,9 +100,11 @@ def clean_sampling(pool, *, max_tokens=None, temperature=None, top_p=None, stop=
         raise InvalidInput(f"seed must be an integer between {MIN_SEED} and {MAX_SEED}", field="seed")
     if ignore_eos is not None and not isinstance(ignore_eos, bool):
         raise InvalidInput("ignore_eos must be true or false", field="ignore_eos")
+    penalties = {"top_k": top_k, "min_p": min_p, "frequency_penalty": frequency_penalty,
+                 "presence_penalty": presence_penalty, "repetition_penalty": repetition_penalty}
     return Sampling(max_tokens, temperature, top_p, tuple(stop), seed, bool(ignore_eos),
-                    **_clean_penalties(top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
-                                       presence_penalty=presence_penalty, repetition_penalty=repetition_penalty),
+                    **_clean_penalties(**{name: defaults.get(name) if value is None else value
+                                          for name, value in penalties.items()}),
                     response_format=clean_response_format(response_format), logprobs=clean_logprobs(logprobs),
                     vllm=clean_vllm_knobs(pool, max_tokens=max_tokens, **vllm))
 
