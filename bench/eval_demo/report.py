@@ -1,4 +1,6 @@
 """The evaluation's table: score per model x setting, the capital count, as text and Markdown."""
+import os
+
 from bench.eval_demo.checks import MAX_LINE_REPEATS, Prompt
 from bench.eval_demo.sweep import CAPITAL_SAMPLES, DEFAULT, EVAL_MAX_TOKENS, Outcome
 
@@ -35,8 +37,10 @@ def markdown(*, results: dict[str, dict[str, Outcome]], settings: dict[str, dict
         f"seed, through the pool's chat template and the worker's engine request. A reply passes when its own check "
         f"holds (**right**), it ends before {EVAL_MAX_TOKENS} tokens (**ended**) and no line repeats more than "
         f"{MAX_LINE_REPEATS} times (**no loop**); **score** is the share that pass all three. **Paris**: "
-        f"{CAPITAL_SAMPLES} more fresh chats asking \"What is the capital of France?\". Engine time: "
-        + ", ".join(f"{m} {s:.0f} s" for m, s in seconds.items()) + ".", "",
+        f"{CAPITAL_SAMPLES} more fresh chats asking \"What is the capital of France?\", each judged as that "
+        f"prompt is (it names Paris and no other city, ends, does not loop). Engine time: "
+        + ", ".join(f"{m} {s:.0f} s" for m, s in seconds.items())
+        + f" (the machine's load average at the end: {os.getloadavg()[0]:.1f}).", "",
         "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows(results, len(prompts))]
