@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.eval_demo [--models flagship,small] [--settings NAME,...] [--seed N]
                                         [--out bench/out/eval_demo.md] [--replies FILE.json]
 
-One engine at a time (each takes the box's cores); all of a model's asks are in flight
-together, as a busy pool serves them. About 10 minutes for both models on 2 cores.
+One engine at a time (on one core, as a worker runs it); all of a model's asks are in flight
+together, as a busy pool serves them. Both models took 24 minutes on 2 cores that other work
+kept at a load average of 11-14 (bench/out/RESULTS.md).
 """
 import argparse
 import json
