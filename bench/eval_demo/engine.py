@@ -20,7 +20,6 @@ from inference.engine_host import EngineHost
 from inference.types import StepDelta
 from workers.generation import engine_request
 
-
 PROGRESS_SECONDS = 60
 
 
