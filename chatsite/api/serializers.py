@@ -27,13 +27,6 @@ RUN_FIELD_HELP = {
 }
 
 
-_DATETIME = serializers.DateTimeField()
-
-
-def _datetime(value):
-    return None if value is None else _DATETIME.to_representation(value)
-
-
 class RunSerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="pool.name", help_text="The model (pool) generating the reply.")
     tier = serializers.CharField(help_text="interactive or batch.")
@@ -49,23 +42,6 @@ class RunSerializer(serializers.ModelSerializer):
                   "ttft_ms", "itl_ms", "tokens_per_second", "prompt_tokens", "completion_tokens",
                   "finish_reason", "error", "waiting_for_worker", "events_url", "cancel_url"]
         extra_kwargs = {name: {"help_text": text} for name, text in RUN_FIELD_HELP.items()}
-
-    def to_representation(self, run):
-        """The same dict DRF builds from the fields above (a test holds the two equal),
-        without building those fields for every run: a ModelSerializer introspects its
-        model per instance, which was most of a message POST's time in the web."""
-        return {
-            "id": run.pk, "chat": run.chat_id, "status": run.status, "model": run.pool.name, "tier": run.tier,
-            "attempt": run.attempt, "user_message": run.user_message_id,
-            "assistant_message": run.assistant_message_id, "max_tokens": run.max_tokens, "seed": run.seed,
-            "sampling": run.sampling, "queued_at": _datetime(run.queued_at), "started_at": _datetime(run.started_at),
-            "first_token_at": _datetime(run.first_token_at), "finished_at": _datetime(run.finished_at),
-            "ttft_ms": run.ttft_ms, "itl_ms": None if run.itl_ms is None else float(run.itl_ms),
-            "tokens_per_second": self.get_tokens_per_second(run), "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens, "finish_reason": run.finish_reason, "error": run.error,
-            "waiting_for_worker": self.get_waiting_for_worker(run), "events_url": self.get_events_url(run),
-            "cancel_url": self.get_cancel_url(run),
-        }
 
     @extend_schema_field(serializers.CharField(
         help_text="GET it for the reply as Server-Sent Events. It carries a token that lets its holder read this "
@@ -105,13 +81,6 @@ class MessageSerializer(serializers.ModelSerializer):
                         "created_at": {"help_text": "When the message was saved."},
                         "parent": {"help_text": "The message it follows (null for a first message)."}}
 
-    def to_representation(self, msg):
-        """The same dict DRF builds from the fields above (a test holds the two equal),
-        without building them per message (see RunSerializer.to_representation)."""
-        return {"id": msg.pk, "role": msg.role, "content": msg.content, "token_count": msg.token_count,
-                "created_at": _datetime(msg.created_at), "parent": msg.parent_id, "versions": self.get_versions(msg),
-                "run": self.get_run(msg)}
-
     @extend_schema_field(serializers.ListField(
         child=serializers.IntegerField(), help_text="The ids of this turn's versions (this message and its "
         "siblings: regenerated replies, edited messages), oldest first; POST .../select to show another."))
@@ -145,15 +114,6 @@ class ChatSerializer(serializers.ModelSerializer):
                         "created_at": {"help_text": "When the chat was started."},
                         "updated_at": {"help_text": "When it last changed (a message, a rename)."}}
 
-    def to_representation(self, chat):
-        """The same dict DRF builds from the fields above (a test holds the two equal),
-        without building them per chat (see RunSerializer.to_representation): a new
-        chat's start answers with it."""
-        return {"id": chat.pk, "title": chat.title, "model": chat.pool.name, "system_prompt": chat.system_prompt,
-                "temperature": chat.temperature, "max_tokens": chat.max_tokens, "listed": chat.listed,
-                "pinned_at": _datetime(chat.pinned_at), "archived_at": _datetime(chat.archived_at),
-                "created_at": _datetime(chat.created_at), "updated_at": _datetime(chat.updated_at)}
-
 
 class ChatSearchResult(ChatSerializer):
     snippet = serializers.CharField(help_text="Text of a matching message around the match, with each match "
@@ -161,9 +121,6 @@ class ChatSearchResult(ChatSerializer):
 
     class Meta(ChatSerializer.Meta):
         fields = ChatSerializer.Meta.fields + ["snippet"]
-
-    def to_representation(self, chat):
-        return {**super().to_representation(chat), "snippet": chat.snippet}
 
 
 class ChatSearchResponse(serializers.Serializer):
