@@ -2,6 +2,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chatsite.api.output import FieldsBuiltOnce
 from chatsite.chats.models import Chat, Message
 from chatsite.runs.access import events_token
 from chatsite.runs.models import GenerationRun
@@ -27,7 +28,7 @@ RUN_FIELD_HELP = {
 }
 
 
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     model = serializers.CharField(source="pool.name", help_text="The model (pool) generating the reply.")
     tier = serializers.CharField(help_text="interactive or batch.")
     events_url = serializers.SerializerMethodField()
@@ -68,7 +69,7 @@ class RunSerializer(serializers.ModelSerializer):
         return None
 
 
-class MessageSerializer(serializers.ModelSerializer):
+class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     run = serializers.SerializerMethodField()
     versions = serializers.SerializerMethodField()
 
@@ -94,7 +95,7 @@ class MessageSerializer(serializers.ModelSerializer):
         return RunSerializer(run).data if run is not None else None
 
 
-class ChatSerializer(serializers.ModelSerializer):
+class ChatSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     model = serializers.CharField(source="pool.name", help_text="The model new messages go to by default.")
 
     class Meta:
