@@ -2,12 +2,15 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chatsite.api import stated
 from chatsite.api.output import FieldsBuiltOnce
 from chatsite.chats.models import Chat, Message
+from chatsite.chats.services import MAX_TITLE_CHARS
 from chatsite.runs.access import events_token
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.availability import run_waiting_for_worker
 from chatsite.runs.validation import MAX_SEED, MIN_SEED
+from chatsite.text import MAX_SYSTEM_PROMPT_CHARS
 
 
 RUN_FIELD_HELP = {
@@ -142,20 +145,19 @@ class MessagePage(serializers.Serializer):
     results = MessageSerializer(many=True)
 
 
-MODEL_HELP = "A model name (`id`) from GET /api/models/."
 STREAM_HELP = ("true: answer 200 text/event-stream, `event: run` with the JSON the request answers otherwise, then "
                "the run's events as GET events_url sends them (resume there with Last-Event-ID).")
+TITLE_HELP = "Optional; the first message names the chat when left empty."
 
 
 class ChatCreateRequest(serializers.Serializer):
-    model = serializers.CharField(help_text=MODEL_HELP)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200,
-                                  help_text="Optional; the first message names the chat when left empty.")
+    model = stated.model()
+    title = stated.text(required=False, max_length=MAX_TITLE_CHARS, help_text=TITLE_HELP)
 
 
 class ChatSettings(serializers.Serializer):
-    system_prompt = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=8000,
-                                          help_text="Instructions the model reads first; empty or null: none.")
+    system_prompt = stated.text(required=False, allow_null=True, max_length=MAX_SYSTEM_PROMPT_CHARS,
+                                help_text="Instructions the model reads first; empty or null: none.")
     temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2,
                                          help_text="0 to 2 for this chat's runs; null: the model's default.")
     max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1,
@@ -164,29 +166,25 @@ class ChatSettings(serializers.Serializer):
 
 
 class ChatUpdateRequest(ChatSettings):
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text="A new name.")
+    title = stated.text(required=False, max_length=MAX_TITLE_CHARS, help_text="A new name.")
     pinned = serializers.BooleanField(required=False, help_text="true: pin the chat to the head of the chat list; "
                                                                 "false: unpin it.")
     archived = serializers.BooleanField(required=False, help_text="true: archive the chat (it leaves the chat "
                                                                   "list; search still finds it); false: restore it.")
-    model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
+    model = stated.model("The chat's next turns use it.", required=False)
 
 
 class MessageCreateRequest(serializers.Serializer):
-    content = serializers.CharField(min_length=1, max_length=32000,
-                                    help_text="The user's message: 1 to 32000 characters, not blank, no NUL bytes.")
-    model = serializers.CharField(required=False, help_text=MODEL_HELP + " Answers this one message with that "
-                                  "model; the chat keeps its own model (PATCH the chat to switch it for good).")
+    content = stated.message_text(help_text="The user's message: not blank, no NUL bytes.")
+    model = stated.model("Answers this one message with that model; the chat keeps its own model (PATCH the chat "
+                         "to switch it for good).", required=False)
     max_tokens = serializers.IntegerField(required=False, min_value=1,
                                           help_text="Reply length cap, at most the model's max_output_tokens "
                                                     "(GET /api/models/). Default: the model's default.")
     temperature = serializers.FloatField(required=False, min_value=0, max_value=2,
                                          help_text="0 to 2; finite (NaN and Infinity are refused).")
-    top_p = serializers.FloatField(required=False, min_value=0, max_value=1,
-                                   help_text="Greater than 0 and at most 1.")
-    stop = serializers.ListField(child=serializers.CharField(min_length=1, max_length=64), required=False,
-                                 max_length=4, help_text="Up to 4 strings that end the reply (a single string "
-                                                         "is accepted too).")
+    top_p = stated.TopP(required=False, help_text="Greater than 0 and at most 1.")
+    stop = stated.Stop(required=False, help_text="Up to 4 strings that end the reply, or one string.")
     seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED,
                                     help_text="Same seed, same prompt and sampling: the same reply.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
@@ -210,10 +208,10 @@ class MessageEditRequest(MessageCreateRequest):
 
 
 class RegenerateRequest(serializers.Serializer):
-    model = serializers.CharField(required=False, help_text=MODEL_HELP + " Answers with that model this once.")
+    model = stated.model("Answers with that model this once.", required=False)
     max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="Reply length cap.")
     temperature = serializers.FloatField(required=False, min_value=0, max_value=2, help_text="0 to 2.")
-    top_p = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="Greater than 0, at most 1.")
+    top_p = stated.TopP(required=False, help_text="Greater than 0, at most 1.")
     seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, help_text="Sampling seed.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")
