@@ -1,14 +1,15 @@
 """What does the REST answer's serialization cost, in instructions (callgrind)?
 
-    .venv/bin/python -m bench.probes.serializer_cost [--root DIR] [--iterations 300]
+    .venv/bin/python -m bench.probes.serializer_cost [--root DIR] [--iterations 100]
 
 Two shapes, on rows built in memory (no database, no Redis: the serializers alone):
 - `post`: a message POST's answer (`views_messages.posted`: the run and the turn's two
   messages, the reply's message with its run);
 - `list`: a page of 50 messages (`GET .../messages/`), half of them replies with runs.
 
-Each shape runs under valgrind's callgrind twice, 0 and N times after the same setup; the
-difference over N is its instructions per answer, steady however busy the machine is.
+Each shape runs under valgrind's callgrind twice, 0 and N times after the same setup (a list
+N / 10 times), with one hash seed; the difference over N is its instructions per answer,
+steady however busy the machine is.
 `--root DIR` serializes with another checkout's code (this file is run from here, its
 imports from there): an A/B of two checkouts."""
 import argparse
@@ -78,7 +79,8 @@ def inner(shape: str, iterations: int) -> None:
 def _instructions(root: str, shape: str, iterations: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        env = {**os.environ, "PYTHONPATH": root, "DJANGO_SETTINGS_MODULE": "chatsite.settings_test"}
+        env = {**os.environ, "PYTHONPATH": root, "DJANGO_SETTINGS_MODULE": "chatsite.settings_test",
+               "PYTHONHASHSEED": "0"}
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(HERE),
                         "--inner", shape, "--iterations", str(iterations)],
                        cwd=root, env=env, check=True, capture_output=True, timeout=1800)
@@ -88,15 +90,16 @@ def _instructions(root: str, shape: str, iterations: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=str(ROOT))
-    ap.add_argument("--iterations", type=int, default=300)
+    ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--inner", choices=SHAPES)
     a = ap.parse_args()
     if a.inner:
         return inner(a.inner, a.iterations)
     for shape in SHAPES:
-        base, loaded = _instructions(a.root, shape, 0), _instructions(a.root, shape, a.iterations)
-        print(f"{shape}: {(loaded - base) / a.iterations / 1e3:,.1f} k instructions per answer "
-              f"(code of {a.root}; {a.iterations} answers under callgrind)", flush=True)
+        n = a.iterations if shape == "post" else max(1, a.iterations // 10)
+        base, loaded = _instructions(a.root, shape, 0), _instructions(a.root, shape, n)
+        print(f"{shape}: {(loaded - base) / n / 1e3:,.1f} k instructions per answer "
+              f"(code of {a.root}; {n} answers under callgrind)", flush=True)
 
 
 if __name__ == "__main__":
