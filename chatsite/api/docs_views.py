@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework.views import APIView
 
 from chatsite.api.openapi import errors
+from chatsite.runs.stream import codec
 
 EVENTS_DESCRIPTION = """
 The reply of a run as [Server-Sent Events](https://html.spec.whatwg.org/multipage/server-sent-events.html)
@@ -56,7 +57,7 @@ RUN_EVENT_SCHEMA = {
     "properties": {
         "event": {"type": "string", "enum": ["token", "done", "error", "snapshot"]},
         "data": {"type": "string", "description": "A JSON object; its fields depend on `event` (see above)."},
-        "id": {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$",
+        "id": {"type": "string", "pattern": codec.STREAM_ID_PATTERN,
                "description": "The stream entry id; send it back as Last-Event-ID to resume."},
         "retry": {"type": "integer", "description": "Reconnect delay in milliseconds."},
     },
@@ -71,9 +72,9 @@ class RunEventsDocs(APIView):
         tags=["runs"],
         parameters=[
             OpenApiParameter("run_id", int, OpenApiParameter.PATH),
-            OpenApiParameter("Last-Event-ID", {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$"},
+            OpenApiParameter("Last-Event-ID", {"type": "string", "pattern": codec.STREAM_ID_PATTERN},
                              OpenApiParameter.HEADER, description="Resume after this event id."),
-            OpenApiParameter("last_event_id", {"type": "string", "pattern": r"^\d{1,20}-\d{1,20}$"},
+            OpenApiParameter("last_event_id", {"type": "string", "pattern": codec.STREAM_ID_PATTERN},
                              description="The same as the Last-Event-ID header, for clients that cannot "
                                          "set headers; the header wins when both are sent."),
             OpenApiParameter("token", str, description="The token in the run's `events_url`: reads this run "

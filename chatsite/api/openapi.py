@@ -25,9 +25,14 @@ READ_ERRORS = (401, 404, 503)
 WRITE_ERRORS = (400, 401, 404, 413, 415, 503)
 
 
-def errors(*statuses: int) -> dict:
-    """Documented error responses, all in the one error shape."""
-    return {s: OpenApiResponse(ErrorResponse, description=ERROR_TEXT[s]) for s in statuses}
+def errors(*statuses: int, rules: str = "") -> dict:
+    """Documented error responses, all in the one error shape. `rules`: the 400s a request
+    the schema allows may still get, since they depend on the data (an unknown model, a
+    message of another role), each naming its field in backticks."""
+    text = {s: ERROR_TEXT[s] for s in statuses}
+    if rules:
+        text[400] += " Also, however well formed the request: " + rules
+    return {s: OpenApiResponse(ErrorResponse, description=text[s]) for s in statuses}
 
 
 class BearerKeyScheme(OpenApiAuthenticationExtension):

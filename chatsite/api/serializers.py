@@ -2,11 +2,15 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chatsite.api import stated
+from chatsite.api.output import FieldsBuiltOnce
 from chatsite.chats.models import Chat, Message
+from chatsite.chats.services import MAX_TITLE_CHARS
 from chatsite.runs.access import events_token
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.availability import run_waiting_for_worker
 from chatsite.runs.validation import MAX_SEED, MIN_SEED
+from chatsite.text import MAX_SYSTEM_PROMPT_CHARS
 
 
 RUN_FIELD_HELP = {
@@ -27,14 +31,7 @@ RUN_FIELD_HELP = {
 }
 
 
-_DATETIME = serializers.DateTimeField()
-
-
-def _datetime(value):
-    return None if value is None else _DATETIME.to_representation(value)
-
-
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     model = serializers.CharField(source="pool.name", help_text="The model (pool) generating the reply.")
     tier = serializers.CharField(help_text="interactive or batch.")
     events_url = serializers.SerializerMethodField()
@@ -49,23 +46,6 @@ class RunSerializer(serializers.ModelSerializer):
                   "ttft_ms", "itl_ms", "tokens_per_second", "prompt_tokens", "completion_tokens",
                   "finish_reason", "error", "waiting_for_worker", "events_url", "cancel_url"]
         extra_kwargs = {name: {"help_text": text} for name, text in RUN_FIELD_HELP.items()}
-
-    def to_representation(self, run):
-        """The same dict DRF builds from the fields above (a test holds the two equal),
-        without building those fields for every run: a ModelSerializer introspects its
-        model per instance, which was most of a message POST's time in the web."""
-        return {
-            "id": run.pk, "chat": run.chat_id, "status": run.status, "model": run.pool.name, "tier": run.tier,
-            "attempt": run.attempt, "user_message": run.user_message_id,
-            "assistant_message": run.assistant_message_id, "max_tokens": run.max_tokens, "seed": run.seed,
-            "sampling": run.sampling, "queued_at": _datetime(run.queued_at), "started_at": _datetime(run.started_at),
-            "first_token_at": _datetime(run.first_token_at), "finished_at": _datetime(run.finished_at),
-            "ttft_ms": run.ttft_ms, "itl_ms": None if run.itl_ms is None else float(run.itl_ms),
-            "tokens_per_second": self.get_tokens_per_second(run), "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens, "finish_reason": run.finish_reason, "error": run.error,
-            "waiting_for_worker": self.get_waiting_for_worker(run), "events_url": self.get_events_url(run),
-            "cancel_url": self.get_cancel_url(run),
-        }
 
     @extend_schema_field(serializers.CharField(
         help_text="GET it for the reply as Server-Sent Events. It carries a token that lets its holder read this "
@@ -92,7 +72,7 @@ class RunSerializer(serializers.ModelSerializer):
         return None
 
 
-class MessageSerializer(serializers.ModelSerializer):
+class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     run = serializers.SerializerMethodField()
     versions = serializers.SerializerMethodField()
 
@@ -104,13 +84,6 @@ class MessageSerializer(serializers.ModelSerializer):
                         "token_count": {"help_text": "Tokens of the content."},
                         "created_at": {"help_text": "When the message was saved."},
                         "parent": {"help_text": "The message it follows (null for a first message)."}}
-
-    def to_representation(self, msg):
-        """The same dict DRF builds from the fields above (a test holds the two equal),
-        without building them per message (see RunSerializer.to_representation)."""
-        return {"id": msg.pk, "role": msg.role, "content": msg.content, "token_count": msg.token_count,
-                "created_at": _datetime(msg.created_at), "parent": msg.parent_id, "versions": self.get_versions(msg),
-                "run": self.get_run(msg)}
 
     @extend_schema_field(serializers.ListField(
         child=serializers.IntegerField(), help_text="The ids of this turn's versions (this message and its "
@@ -125,7 +98,7 @@ class MessageSerializer(serializers.ModelSerializer):
         return RunSerializer(run).data if run is not None else None
 
 
-class ChatSerializer(serializers.ModelSerializer):
+class ChatSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     model = serializers.CharField(source="pool.name", help_text="The model new messages go to by default.")
 
     class Meta:
@@ -145,15 +118,6 @@ class ChatSerializer(serializers.ModelSerializer):
                         "created_at": {"help_text": "When the chat was started."},
                         "updated_at": {"help_text": "When it last changed (a message, a rename)."}}
 
-    def to_representation(self, chat):
-        """The same dict DRF builds from the fields above (a test holds the two equal),
-        without building them per chat (see RunSerializer.to_representation): a new
-        chat's start answers with it."""
-        return {"id": chat.pk, "title": chat.title, "model": chat.pool.name, "system_prompt": chat.system_prompt,
-                "temperature": chat.temperature, "max_tokens": chat.max_tokens, "listed": chat.listed,
-                "pinned_at": _datetime(chat.pinned_at), "archived_at": _datetime(chat.archived_at),
-                "created_at": _datetime(chat.created_at), "updated_at": _datetime(chat.updated_at)}
-
 
 class ChatSearchResult(ChatSerializer):
     snippet = serializers.CharField(help_text="Text of a matching message around the match, with each match "
@@ -161,9 +125,6 @@ class ChatSearchResult(ChatSerializer):
 
     class Meta(ChatSerializer.Meta):
         fields = ChatSerializer.Meta.fields + ["snippet"]
-
-    def to_representation(self, chat):
-        return {**super().to_representation(chat), "snippet": chat.snippet}
 
 
 class ChatSearchResponse(serializers.Serializer):
@@ -184,20 +145,19 @@ class MessagePage(serializers.Serializer):
     results = MessageSerializer(many=True)
 
 
-MODEL_HELP = "A model name (`id`) from GET /api/models/."
 STREAM_HELP = ("true: answer 200 text/event-stream, `event: run` with the JSON the request answers otherwise, then "
                "the run's events as GET events_url sends them (resume there with Last-Event-ID).")
+TITLE_HELP = "Optional; the first message names the chat when left empty."
 
 
 class ChatCreateRequest(serializers.Serializer):
-    model = serializers.CharField(help_text=MODEL_HELP)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200,
-                                  help_text="Optional; the first message names the chat when left empty.")
+    model = stated.model()
+    title = stated.text(required=False, max_length=MAX_TITLE_CHARS, help_text=TITLE_HELP)
 
 
 class ChatSettings(serializers.Serializer):
-    system_prompt = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=8000,
-                                          help_text="Instructions the model reads first; empty or null: none.")
+    system_prompt = stated.text(required=False, allow_null=True, max_length=MAX_SYSTEM_PROMPT_CHARS,
+                                help_text="Instructions the model reads first; empty or null: none.")
     temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2,
                                          help_text="0 to 2 for this chat's runs; null: the model's default.")
     max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1,
@@ -206,29 +166,25 @@ class ChatSettings(serializers.Serializer):
 
 
 class ChatUpdateRequest(ChatSettings):
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text="A new name.")
+    title = stated.text(required=False, max_length=MAX_TITLE_CHARS, help_text="A new name.")
     pinned = serializers.BooleanField(required=False, help_text="true: pin the chat to the head of the chat list; "
                                                                 "false: unpin it.")
     archived = serializers.BooleanField(required=False, help_text="true: archive the chat (it leaves the chat "
                                                                   "list; search still finds it); false: restore it.")
-    model = serializers.CharField(required=False, help_text=MODEL_HELP + " The chat's next turns use it.")
+    model = stated.model("The chat's next turns use it.", required=False)
 
 
 class MessageCreateRequest(serializers.Serializer):
-    content = serializers.CharField(min_length=1, max_length=32000,
-                                    help_text="The user's message: 1 to 32000 characters, not blank, no NUL bytes.")
-    model = serializers.CharField(required=False, help_text=MODEL_HELP + " Answers this one message with that "
-                                  "model; the chat keeps its own model (PATCH the chat to switch it for good).")
+    content = stated.message_text(help_text="The user's message: not blank, no NUL bytes.")
+    model = stated.model("Answers this one message with that model; the chat keeps its own model (PATCH the chat "
+                         "to switch it for good).", required=False)
     max_tokens = serializers.IntegerField(required=False, min_value=1,
                                           help_text="Reply length cap, at most the model's max_output_tokens "
                                                     "(GET /api/models/). Default: the model's default.")
     temperature = serializers.FloatField(required=False, min_value=0, max_value=2,
                                          help_text="0 to 2; finite (NaN and Infinity are refused).")
-    top_p = serializers.FloatField(required=False, min_value=0, max_value=1,
-                                   help_text="Greater than 0 and at most 1.")
-    stop = serializers.ListField(child=serializers.CharField(min_length=1, max_length=64), required=False,
-                                 max_length=4, help_text="Up to 4 strings that end the reply (a single string "
-                                                         "is accepted too).")
+    top_p = stated.TopP(required=False, help_text="Greater than 0 and at most 1.")
+    stop = stated.Stop(required=False, help_text="Up to 4 strings that end the reply, or one string.")
     seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED,
                                     help_text="Same seed, same prompt and sampling: the same reply.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
@@ -252,10 +208,10 @@ class MessageEditRequest(MessageCreateRequest):
 
 
 class RegenerateRequest(serializers.Serializer):
-    model = serializers.CharField(required=False, help_text=MODEL_HELP + " Answers with that model this once.")
+    model = stated.model("Answers with that model this once.", required=False)
     max_tokens = serializers.IntegerField(required=False, min_value=1, help_text="Reply length cap.")
     temperature = serializers.FloatField(required=False, min_value=0, max_value=2, help_text="0 to 2.")
-    top_p = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="Greater than 0, at most 1.")
+    top_p = stated.TopP(required=False, help_text="Greater than 0, at most 1.")
     seed = serializers.IntegerField(required=False, min_value=MIN_SEED, max_value=MAX_SEED, help_text="Sampling seed.")
     tier = serializers.ChoiceField(choices=["interactive", "batch"], required=False,
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")

@@ -1,7 +1,9 @@
 """Response and request shapes for the account endpoints: API keys and usage."""
 from rest_framework import serializers
 
+from chatsite.api import stated
 from chatsite.tenancy.models import ApiKey
+from chatsite.tenancy.services import MAX_KEY_NAME_CHARS
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
@@ -29,8 +31,8 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class ApiKeyCreateRequest(serializers.Serializer):
-    name = serializers.CharField(min_length=1, max_length=100,
-                                 help_text="What the key is for, e.g. 'nightly batch job'.")
+    name = stated.text(blank=False, max_length=MAX_KEY_NAME_CHARS,
+                       help_text="What the key is for, e.g. 'nightly batch job'.")
 
 
 class ModelUsageSerializer(serializers.Serializer):

@@ -1,4 +1,6 @@
 """Chats: list, create, settings, delete, search and export."""
+import re
+
 from django.db import transaction
 from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
@@ -14,24 +16,31 @@ from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.pagination import PAGE_PARAMETERS, paginate
 from chatsite.api.streamed import streamed, wants_stream
-from chatsite.api.views_messages import IDEMPOTENCY, RUN_ERRORS, STREAMED, caller, posted
+from chatsite.api.views_messages import (CONTENT_RULE, IDEMPOTENCY, MAX_TOKENS_RULE, MODEL_RULE, STREAMED, caller,
+                                         posted, run_errors)
 from chatsite.chats import export
-from chatsite.chats.selectors import chat_get, chat_search, chats_for
+from chatsite.chats.selectors import MAX_QUERY_CHARS, chat_get, chat_search, chats_for
 from chatsite.chats.services import UNSET, chat_create, chat_file, chat_update
 from chatsite.runs.services.chat_edits import chat_delete
 from chatsite.errors import InvalidInput
 from chatsite.runs.admission import Ask, NewChat, Send, run_admit
+from chatsite.runs.admission.idempotency import check_key
 from chatsite.runs.models import GenerationRun
 
 TAGS = ["chats"]
+# `<updated_at>,<id>`: an ISO 8601 time as the API writes it, and an id.
+BEFORE_PATTERN = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d),\d{1,18}$")
 SETTINGS = ("system_prompt", "temperature", "max_tokens")
+NOT_NULL = ("title", "model", "pinned", "archived")  # what PATCH takes besides the settings
 # What a first message may carry: what POST .../messages/ takes.
 MESSAGE_FIELDS = ("content", "model", "max_tokens", "temperature", "top_p", "stop", "seed", "ignore_eos", "tier")
 LIST_PARAMETERS = PAGE_PARAMETERS + [
     OpenApiParameter("listed", {"type": "boolean"}, description="true: only the chats the web chat list shows "
                      "(not those the OpenAI-compatible API made); false: only those."),
-    OpenApiParameter("before", str, description="Keyset paging: the chats after this position, as "
-                     "`<updated_at>,<id>` of the last chat you have. The `next` link carries it."),
+    OpenApiParameter("before", {"type": "string", "pattern": BEFORE_PATTERN}, description="Keyset paging: the "
+                     "chats after this position, as `<updated_at>,<id>` of the last chat you have (a date of the "
+                     "calendar, UTC `Z` or an offset). The `next` link carries it."),
     OpenApiParameter("archived", {"type": "boolean"}, description="true: only archived chats; false: only the "
                      "others. Left out: both."),
     OpenApiParameter("pinned", {"type": "boolean"}, description="true: only pinned chats; false: only the others."),
@@ -58,8 +67,11 @@ def _keyset(request, chats):
     if raw is None:
         return chats, False
     stamp, _, pk = raw.rpartition(",")
-    when = parse_datetime(stamp) if stamp else None
-    if when is None or not pk.isdigit():
+    try:
+        when = parse_datetime(stamp) if re.fullmatch(BEFORE_PATTERN, raw) else None
+    except ValueError:  # well formed, not in the calendar (February 30th)
+        when = None
+    if when is None:
         raise InvalidInput("before must be '<updated_at>,<id>' of a chat, as the next link gives it", field="before")
     return chats.filter(updated_at__lte=when).exclude(updated_at=when, id__gte=int(pk)), True
 
@@ -84,7 +96,8 @@ def _start(view, data: dict):
 
 class ChatListView(TenantScoped, APIView):
     @extend_schema(operation_id="chats_list", summary="List your chats, newest first", tags=TAGS,
-                   parameters=LIST_PARAMETERS, responses={200: s.ChatPage, **errors(400, *READ_ERRORS)})
+                   parameters=LIST_PARAMETERS, responses={200: s.ChatPage, **errors(400, *READ_ERRORS, rules=(
+                       "`before` whose date is not in the calendar (February 30th)."))})
     def get(self, request):
         chats = chats_for(tenant=self.tenant, user=request.user)
         listed = request.query_params.get("listed")
@@ -116,7 +129,11 @@ class ChatListView(TenantScoped, APIView):
                        "temperature": 0.3, "max_tokens": 400}),
                              OpenApiExample("New chat with its first message", request_only=True, value={
                                  "model": "flagship", "message": {"content": "What does a for loop do?"}})],
-                   responses={201: s.ChatStartedResponse, **STREAMED, **RUN_ERRORS})
+                   responses={201: s.ChatStartedResponse, **STREAMED, **run_errors(
+                       MODEL_RULE.replace("`model`", "`model` or `message.model`"),
+                       MAX_TOKENS_RULE.replace("`max_tokens`", "`max_tokens` or `message.max_tokens`"),
+                       CONTENT_RULE.replace("`content`", "`message.content`"),
+                       "`stream` without `message` (it streams the first message's reply)")})
     def post(self, request):
         data = self.body()
         if "message" in data:
@@ -129,6 +146,7 @@ class ChatListView(TenantScoped, APIView):
         if wants_stream(data):
             raise InvalidInput("stream streams the reply to the chat's first message: send it as `message`",
                                field="stream")
+        check_key(request.headers.get("Idempotency-Key"))  # as with a message, though a chat alone is not replayed
         chat = chat_create(tenant=self.tenant, owner=request.user, model=data.get("model"), title=data.get("title"),
                            **_settings(data))
         return Response(s.ChatSerializer(chat).data, status=status.HTTP_201_CREATED)
@@ -145,9 +163,13 @@ class ChatDetailView(TenantScoped, APIView):
                    description="Settings (system_prompt, temperature, max_tokens) apply to the chat's next runs; "
                                "null clears one. `pinned` and `archived` (true or false) file the chat without "
                                "changing its `updated_at`. Fields left out stay as they are.",
-                   request=s.ChatUpdateRequest, responses={200: s.ChatSerializer, **errors(*WRITE_ERRORS)})
+                   request=s.ChatUpdateRequest, responses={200: s.ChatSerializer, **errors(
+                       *WRITE_ERRORS, rules=f"{MODEL_RULE}; {MAX_TOKENS_RULE} (the new model's, when both change).")})
     def patch(self, request, chat_id: int):
         data = self.body()
+        for name in NOT_NULL:
+            if name in data and data[name] is None:  # null clears a setting; these have no "unset"
+                raise InvalidInput(f"{name} cannot be null: leave it out to keep it as it is", field=name)
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
         filing = {name: data[name] for name in ("pinned", "archived") if name in data}
         with transaction.atomic():  # a field refused changes nothing
@@ -170,12 +192,15 @@ class ChatSearchView(TenantScoped, APIView):
                    description="Full-text search (English stemming; the last word also matches as a prefix) "
                                "over the titles and every message of the chats the web chat list shows. "
                                "Newest first, at most `limit` (default 20, at most 50).",
-                   parameters=[OpenApiParameter("q", str, required=True, description="The words to find."),
-                               OpenApiParameter("limit", int, description="1 to 50 (default 20).")],
+                   parameters=[OpenApiParameter("q", {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                                                      "pattern": r"\w"}, required=True,
+                                                description="The words to find (at least one letter or digit)."),
+                               OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 50},
+                                                description="1 to 50 (default 20).")],
                    responses={200: s.ChatSearchResponse, **errors(400, 401, 503)})
     def get(self, request):
         raw = request.query_params.get("limit", "20")
-        if not raw.isdigit() or not 1 <= int(raw) <= 50:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 50:
             raise InvalidInput("limit must be an integer from 1 to 50", field="limit")
         found = chat_search(tenant=self.tenant, user=request.user, q=request.query_params.get("q"), limit=int(raw))
         return Response({"results": s.ChatSearchResult(found, many=True).data})

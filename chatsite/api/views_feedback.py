@@ -4,6 +4,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatsite.api import stated
 from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.errors import NotFound
@@ -28,8 +29,8 @@ class FeedbackSerializer(serializers.ModelSerializer):
 
 class FeedbackRequest(serializers.Serializer):
     rating = serializers.ChoiceField(choices=ReplyFeedback.Rating.values, help_text="up or down.")
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=MAX_COMMENT_CHARS,
-                                    help_text=f"Optional, at most {MAX_COMMENT_CHARS} characters.")
+    comment = stated.text(required=False, allow_null=True, max_length=MAX_COMMENT_CHARS,
+                          help_text=f"Optional, at most {MAX_COMMENT_CHARS} characters; no NUL bytes.")
 
 
 class FeedbackView(TenantScoped, APIView):
@@ -49,7 +50,8 @@ class FeedbackView(TenantScoped, APIView):
                                "is still being written.", tags=TAGS, request=FeedbackRequest,
                    examples=[OpenApiExample("Thumbs down", request_only=True,
                                             value={"rating": "down", "comment": "It named the wrong capital."})],
-                   responses={200: FeedbackSerializer, **errors(*WRITE_ERRORS)})
+                   responses={200: FeedbackSerializer, **errors(*WRITE_ERRORS, rules=(
+                       "`run` whose reply is still being written."))})
     def put(self, request, run_id: int):
         data = self.body()
         feedback = feedback_give(run=self._run(run_id), user=request.user, rating=data.get("rating"),

@@ -20,7 +20,19 @@ from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.credentials import KeyRead
 
 TAGS = ["chats"]
-RUN_ERRORS = errors(*WRITE_ERRORS, 409, 429, 503)
+# What a well-formed request may still be refused for (chatsite.api.openapi.errors' `rules`).
+MODEL_RULE = ("`model` that is not one of your models (`model_not_found`; GET /api/models/ lists them) or is "
+              "disabled (`model_disabled`)")
+MAX_TOKENS_RULE = "`max_tokens` over the model's `max_output_tokens`"
+CONTENT_RULE = ("`content` that, with the chat's system prompt, does not fit the model's context "
+                "(`context_length_exceeded`)")
+
+
+def run_errors(*rules: str) -> dict:
+    """The errors of a request that starts a run."""
+    return errors(*WRITE_ERRORS, 409, 429, 503, rules="; ".join(rules) + ".")
+
+
 # With "stream": true (chatsite.api.streamed).
 STREAMED = {(200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=(
     "With `\"stream\": true`: `event: run` (data: the JSON answered otherwise), then the run's events as GET "
@@ -28,10 +40,12 @@ STREAMED = {(200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, descri
     "with GET `events_url` and `Last-Event-ID`."))}
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "maxLength": 200}, OpenApiParameter.HEADER,
                                description="Any unique string per logical request, e.g. a UUID.")
+MAX_MESSAGE_ID = 2**62
 PATH_PARAMETERS = PAGE_PARAMETERS + [
-    OpenApiParameter("before", int, description="The messages just before this one on the path (older: "
-                     "load on scroll)."),
-    OpenApiParameter("after", int, description="The messages just after this one on the chosen path."),
+    OpenApiParameter("before", {"type": "integer", "minimum": 0, "maximum": MAX_MESSAGE_ID},
+                     description="The messages just before this one on the path (older: load on scroll)."),
+    OpenApiParameter("after", {"type": "integer", "minimum": 0, "maximum": MAX_MESSAGE_ID},
+                     description="The messages just after this one on the chosen path."),
 ]
 
 
@@ -47,7 +61,7 @@ def _int(request, name: str, default, hi: int):
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or int(raw) > hi or (name == "limit" and int(raw) < 1):
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > hi or (name == "limit" and int(raw) < 1):
         raise InvalidInput(f"{name} must be an integer from {1 if name == 'limit' else 0} to {hi}", field=name)
     return int(raw)
 
@@ -113,11 +127,12 @@ class MessageListView(TenantScoped, APIView):
                    description="Only the chosen versions: each message's `versions` lists its siblings "
                                "(POST .../select to choose another). Page by `offset`, or by `before`/`after` "
                                "a message (the `previous`/`next` links then page the same way).",
-                   responses={200: s.MessagePage, **errors(400, *READ_ERRORS)})
+                   responses={200: s.MessagePage, **errors(400, *READ_ERRORS, rules=(
+                       "`before` or `after` a message that is not on the chat's chosen path."))})
     def get(self, request, chat_id: int):
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
         limit = _int(request, "limit", DEFAULT_LIMIT, MAX_LIMIT)
-        before, after = _int(request, "before", None, 2**62), _int(request, "after", None, 2**62)
+        before, after = _int(request, "before", None, MAX_MESSAGE_ID), _int(request, "after", None, MAX_MESSAGE_ID)
         offset = _int(request, "offset", 0 if before is None and after is None else None, MAX_OFFSET)
         page = path_page(chat=chat, limit=limit, before=before, after=after, offset=offset)
         nxt, prev = _page_links(request, page, offset, limit)
@@ -138,7 +153,8 @@ class MessageListView(TenantScoped, APIView):
         request=s.MessageCreateRequest,
         examples=[OpenApiExample("A question", request_only=True, value={
             "content": "What does a for loop do?", "max_tokens": 16, "temperature": 0.7, "seed": 1})],
-        parameters=[IDEMPOTENCY], responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS},
+        parameters=[IDEMPOTENCY], responses={202: s.MessagePostedResponse, **STREAMED,
+                                             **run_errors(MODEL_RULE, MAX_TOKENS_RULE, CONTENT_RULE)},
     )
     def post(self, request, chat_id: int):
         data = self.body()
@@ -159,7 +175,9 @@ class RegenerateView(_MessageAction):
                    description="A new reply to the same question, beside the old one (both stay: see `versions`); "
                                "the chosen path follows the new one. 202 with the run, as sending does.",
                    request=s.RegenerateRequest, parameters=[IDEMPOTENCY],
-                   responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS})
+                   responses={202: s.MessagePostedResponse, **STREAMED, **run_errors(
+                       MODEL_RULE, MAX_TOKENS_RULE, "`message` that is not a reply (only an assistant message is "
+                                                    "regenerated)")})
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
         stream = wants_stream(data)  # checked before anything is written
@@ -174,7 +192,9 @@ class EditView(_MessageAction):
                    description="A new version of your message (the old one and its replies stay reachable: "
                                "see `versions`) and a new reply to it; the chosen path follows the new one.",
                    request=s.MessageEditRequest, parameters=[IDEMPOTENCY],
-                   responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS})
+                   responses={202: s.MessagePostedResponse, **STREAMED, **run_errors(
+                       MODEL_RULE, MAX_TOKENS_RULE, CONTENT_RULE, "`message` that is not one you sent (only a user "
+                                                                  "message is edited)")})
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
         stream = wants_stream(data)  # checked before anything is written
@@ -188,7 +208,9 @@ class ContinueView(_MessageAction):
                    "model and sampling. Its `assistant_message` starts with the reply's text and replaces it; its "
                    "events stream the new text only. 400 for any other reply.",
                    request=s.ContinueRequest, parameters=[IDEMPOTENCY],
-                   responses={202: s.MessagePostedResponse, **STREAMED, **RUN_ERRORS})
+                   responses={202: s.MessagePostedResponse, **STREAMED, **run_errors(
+                       MAX_TOKENS_RULE, "`message` that is not a reply stopped at the length limit, was continued "
+                                        "already, or is not the last of its conversation")})
     def post(self, request, chat_id: int, message_id: int):
         data = self.body()
         stream = wants_stream(data)  # checked before anything is written

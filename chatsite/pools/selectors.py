@@ -4,7 +4,8 @@ import re
 from chatsite.errors import InvalidInput
 from chatsite.pools.models import ModelPool
 
-_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")  # pool names are slugs: anything else (NUL, huge strings) names none
+POOL_NAME_PATTERN = r"^[-a-zA-Z0-9_]{1,50}$"  # pool names are slugs: anything else (NUL, huge strings) names none
+_SLUG = re.compile(POOL_NAME_PATTERN)
 
 
 def plausible_pool_name(name) -> bool:

@@ -40,20 +40,25 @@ class Request:
     def __init__(self, scope):
         self.scope = scope
         self.headers = dict(scope.get("headers", []))
-        self.query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        self.query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
 
     def param(self, name: str) -> str:
         return (self.query.get(name) or [""])[0].strip()
 
-    def last_event_id(self) -> str | None:
-        value = self.headers.get(b"last-event-id", b"").decode("latin-1").strip() or self.param("last_event_id")
-        return value or None
+    def last_event_id(self) -> tuple[str | None, str]:
+        """The id to resume after, and where it came from (the header wins); one sent
+        empty is "", which names no event (a browser sends none rather than an empty one)."""
+        if b"last-event-id" in self.headers:
+            return self.headers[b"last-event-id"].decode("latin-1").strip(), "Last-Event-ID"
+        values = self.query.get("last_event_id")
+        return (values[0].strip() if values else None), "last_event_id"
 
 
-async def _error(send, status: int, code: str, message: str, headers=(), retry_after: int | None = None) -> None:
+async def _error(send, status: int, code: str, message: str, headers=(), retry_after: int | None = None,
+                 field: str | None = None) -> None:
     if retry_after:
         headers = [*headers, (b"retry-after", str(retry_after).encode())]
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message, **({"field": field} if field else {})}}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), *headers]})
     await send({"type": "http.response.body", "body": body})
@@ -93,10 +98,11 @@ async def _serve(scope, send) -> None:
             return await _error(send, exc.status, exc.code, exc.message, retry_after=exc.retry_after)
         # A token younger than the stream TTL means the run is too: its stream cannot have expired.
         fresh = via_token and settings.CHATSITE["EVENTS_TOKEN_SECONDS"] < settings.CHATSITE["STREAM_TTL_SECONDS"]
-        last_id = req.last_event_id()
+        last_id, sent_as = req.last_event_id()
         if last_id is not None and not codec.is_valid_stream_id(last_id):
             return await _error(send, 400, "invalid_last_event_id",
-                                "Last-Event-ID must be an event id this stream sent, like 1700000000000-0")
+                                f"{sent_as} must be an event id this stream sent, like 1700000000000-0",
+                                field=sent_as)
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         streaming = True
         await send({"type": "http.response.body", "body": sse.RETRY, "more_body": True})

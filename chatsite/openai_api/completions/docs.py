@@ -5,6 +5,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from chatsite.api.parsers import StrictJSONParser
 from chatsite.openai_api.vllm.docs import VllmRequestFields
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
 from chatsite.runs.choices import MAX_CHOICES
@@ -198,6 +199,7 @@ CHUNK_EVENT_SCHEMA = {
 
 class ChatCompletionsDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(
         operation_id="openai_chat_completions", tags=["openai"], summary="Create a chat completion (OpenAI)",
@@ -268,6 +270,7 @@ class OpenAITextCompletion(serializers.Serializer):
 
 class TextCompletionsDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(
         operation_id="openai_completions", tags=["openai"], summary="Create a text completion (OpenAI)",

@@ -4,7 +4,9 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from chatsite.api.parsers import StrictJSONParser
 from chatsite.openai_api.completions.docs import OpenAIErrorResponse
+from chatsite.openai_api.responses.events import MAX_SEQUENCE
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
 
 TAGS = ["openai"]
@@ -113,8 +115,12 @@ ERROR_TEXT = {400: "Invalid request (`param` names the field).", 401: "Missing, 
                                                                  "Retry-After."}
 
 
-def _errors(*statuses) -> dict:
-    return {s: OpenApiResponse(OpenAIErrorResponse, description=ERROR_TEXT[s]) for s in statuses}
+def _errors(*statuses, rules: str = "") -> dict:
+    """`rules`: what a well-formed request may still be refused for (chatsite.api.openapi.errors)."""
+    text = {s: ERROR_TEXT[s] for s in statuses}
+    if rules:
+        text[400] += " Also, however well formed the request: " + rules
+    return {s: OpenApiResponse(OpenAIErrorResponse, description=text[s]) for s in statuses}
 
 
 STREAM_DESCRIPTION = """`text/event-stream`: `event: <type>` and `data: <json>` with `sequence_number` from 0:
@@ -132,6 +138,7 @@ RESPONSE_ID = OpenApiParameter("response_id", str, OpenApiParameter.PATH, descri
 
 class ResponsesDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(
         operation_id="openai_responses_create", tags=TAGS, summary="Create a response (OpenAI Responses API)",
@@ -157,7 +164,8 @@ class ResponseDetailDocs(APIView):
                     "created it), after `starting_after` if given.\n\n" + STREAM_DESCRIPTION,
         parameters=[RESPONSE_ID,
                     OpenApiParameter("stream", bool, description="Send the events instead of the object."),
-                    OpenApiParameter("starting_after", int, description="With stream=true: the last sequence_"
+                    OpenApiParameter("starting_after", {"type": "integer", "minimum": 0, "maximum": MAX_SEQUENCE},
+                                     description="With stream=true: the last sequence_"
                                                                         "number you had; events after it. A "
                                                                         "number of a stream lost since (a restart "
                                                                         "of its store) gets one `error` event, "
@@ -165,7 +173,7 @@ class ResponseDetailDocs(APIView):
                                                                         "without it.")],
         responses={(200, "application/json"): ResponseObject,
                    (200, "text/event-stream"): OpenApiResponse(EVENT_SCHEMA, description=STREAM_DESCRIPTION),
-                   **_errors(400, 401, 404, 405, 503)})
+                   **_errors(400, 401, 404, 405, 503, rules="`starting_after` without `stream=true`.")})
     def get(self, request, response_id: str):  # pragma: no cover - never routed
         raise NotImplementedError
 
@@ -205,9 +213,11 @@ class ResponseInputItemsDocs(APIView):
     @extend_schema(operation_id="openai_responses_input_items", tags=TAGS, summary="List a response's input items",
                    description="The items this response's input held (not those of the responses it continued).",
                    parameters=[RESPONSE_ID,
-                               OpenApiParameter("limit", int, description="1 to 100; 20 by default."),
+                               OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
+                                                description="1 to 100; 20 by default."),
                                OpenApiParameter("order", str, enum=["asc", "desc"], description="desc by default."),
                                OpenApiParameter("after", str, description="An item id: the items after it.")],
-                   responses={200: InputItemList, **_errors(400, 401, 404, 405, 503)})
+                   responses={200: InputItemList, **_errors(400, 401, 404, 405, 503, rules=(
+                       "`after` that is not one of this response's items."))})
     def get(self, request, response_id: str):  # pragma: no cover - never routed
         raise NotImplementedError

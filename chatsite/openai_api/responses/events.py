@@ -28,7 +28,8 @@ OPENING_EVENTS = 4
 # a reply has tokens. Life a (its first token's attempt) starts at OPENING_EVENTS +
 # (a - 1) * LIFE_EVENTS, so life 1, nearly every run's only one, counts 0, 1, 2, ...
 LIFE_EVENTS = 1_000_000
-MAX_LIFE = 999  # numbers stay under 10**9, the most `starting_after` takes
+MAX_SEQUENCE = 10**9 - 1  # the most `starting_after` takes
+MAX_LIFE = 999  # numbers stay under MAX_SEQUENCE
 
 
 class ResponseEvents:

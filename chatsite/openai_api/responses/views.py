@@ -21,7 +21,7 @@ from chatsite.openai_api.completions.views import CLIENT_RUN_ERRORS, openai_view
 from chatsite.openai_api.errors import OpenAIError, error_response, from_service_error
 from chatsite.openai_api.responses import services
 from chatsite.openai_api.responses import wire
-from chatsite.openai_api.responses.events import events_for
+from chatsite.openai_api.responses.events import MAX_SEQUENCE, events_for
 from chatsite.openai_api.responses.request import LOGPROBS_INCLUDE, ResponseRequest, parse_response_request
 from chatsite.openai_api.responses.selectors import response_get, response_input
 from chatsite.runs.models import GenerationRun
@@ -194,7 +194,7 @@ def _query(request) -> tuple[bool, int]:
     if stream != "true":
         raise OpenAIError(400, "invalid_request", "starting_after is only allowed with stream=true",
                           "starting_after")
-    if not after.isdigit() or len(after) > 9:
+    if not (after.isascii() and after.isdigit()) or int(after) > MAX_SEQUENCE:
         raise OpenAIError(400, "invalid_request", "starting_after must be a sequence number (an integer, 0 or "
                           "more): the last event you had", "starting_after")
     return True, int(after)
