@@ -228,10 +228,13 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
                        logprobs=run.sampling.get("logprobs") is not None, **_details(rt, run, plan))
     rt.writer.register(active)
     try:
-        rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
-                                      max_tokens=remaining))
-        stage_trace.mark("worker.submitted", run.pk)
-        connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
+        if rt.draining:  # the drain began while it was being claimed: it goes on elsewhere, unstarted here
+            rt.writer.hand_back([active.request_id])
+        else:
+            rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
+                                          max_tokens=remaining))
+            stage_trace.mark("worker.submitted", run.pk)
+            connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
     finally:
         rt.writer.unregister(active)
