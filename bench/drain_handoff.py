@@ -24,6 +24,7 @@ from datetime import date
 import aiohttp
 
 from bench import common, report, sse_client
+from chatsite import redis_keys  # key names only; no Django
 from bench.platform_stack import Stack
 
 STEP_SECONDS = 0.025
@@ -86,6 +87,22 @@ def saved_replies(stack: Stack, ids: list[int]) -> dict[int, tuple[str, int, int
             "join chats_message m on m.id = r.assistant_message_id where r.id = any(%s)", (ids,)).fetchall()}
 
 
+def watch_handover(stack: Stack, holder: str, moved: list[int]) -> tuple[float, float]:
+    """When the worker's heartbeat said "draining" (the drain's first act), and when
+    Postgres then showed every run in `moved` claimed by another worker (perf_counter)."""
+    r, beat_key = stack.redis(), redis_keys.worker_heartbeat(holder)
+    reached = None
+    with stack.sql() as conn:
+        while True:
+            if reached is None and r.hget(beat_key, "draining") == "1":
+                reached = time.perf_counter()
+            if reached is not None:
+                workers = conn.execute("select worker from runs_generationrun where id = any(%s)", (moved,)).fetchall()
+                if all(w != holder for (w,) in workers):
+                    return reached, time.perf_counter()
+            time.sleep(0.01)
+
+
 async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, drain_at: int, tag: str) -> dict:
     workers = {name: stack.start_worker(f"{name}{tag}", CHATSITE_WORKER_SLOTS=str(max(n, 2)),
                                         CHATSITE_WORKER_RESERVE_SLOTS="2") for name in ("dra", "drb")}
@@ -107,16 +124,13 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
         hook = await asyncio.create_subprocess_exec(
             common.PY, "manage.py", "drain_worker", "--worker", holder, cwd=stack.root, env=stack.env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        taken_over = None
-        while taken_over is None:
-            rows = runs_on(stack, moved)
-            if all(w != holder for s, w, _ in rows.values()):
-                taken_over = time.perf_counter() - drain_t
-            await asyncio.sleep(0.02)
+        reached, taken_over = await asyncio.to_thread(watch_handover, stack, holder, moved)  # off the readers' loop
         out, err = await hook.communicate()
         hook_s = time.perf_counter() - drain_t
         await asyncio.gather(*readers)
         finished = max(c.done_at for c in clients) - started
+    while any(st not in ("completed", "failed", "cancelled") for st, _, _ in runs_on(stack, ids).values()):
+        await asyncio.sleep(0.1)  # a client sees the end before the worker's finalize commits
     worker_log = next(p for name, p in workers.items() if holder.startswith(f"{name}{tag}@")).log_path.read_text()
     drained = re.search(r"drained in ([0-9.]+) s", worker_log)
     saved = saved_replies(stack, ids)
@@ -138,7 +152,8 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
     return {
         "runs": n, "moved": moved_count, "tokens": tokens, "drain_at": drain_at,
         "worker_drained_s": float(drained.group(1)) if drained else None,
-        "taken_over_s": taken_over, "hook_s": hook_s, "hook_stdout": out.decode().strip(),
+        "taken_over_s": taken_over - reached, "hook_s": hook_s, "hook_reached_s": reached - drain_t,
+        "hook_stdout": out.decode().strip(),
         "longest_gap_s": max(p["longest_gap_s"] for p in per_client),
         "longest_gap_moved_s": max(p["longest_gap_s"] for p in moved_rows),
         "longest_gap_stayed_s": max((p["longest_gap_s"] for p in per_client if not p["moved"]), default=None),
@@ -153,10 +168,10 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
 
 
 def write_report(levels: list[dict], command: str) -> str:
-    header = ["runs", "moved", "worker drained (s)", "all taken over (s)", "hook returned (s)",
+    header = ["runs", "moved", "worker drained (s)", "all taken over (s)", "hook reached it (s)", "hook returned (s)",
               "longest gap, moved (s)", "longest gap, stayed (s)", "lost", "duplicated", "texts equal",
               "completed", "all finished (s)", "a reply alone (s)"]
-    rows = [[lv["runs"], lv["moved"], lv["worker_drained_s"], lv["taken_over_s"], lv["hook_s"],
+    rows = [[lv["runs"], lv["moved"], lv["worker_drained_s"], lv["taken_over_s"], lv["hook_reached_s"], lv["hook_s"],
              lv["longest_gap_moved_s"], lv["longest_gap_stayed_s"], lv["lost"], lv["duplicated"], lv["texts_equal"],
              f"{lv['completed']}/{lv['runs']}", lv["all_finished_s"], lv["reply_alone_s"]] for lv in levels]
     table = report.table(header, [[round(c, 2) if isinstance(c, float) else c for c in r] for r in rows])
@@ -166,9 +181,10 @@ def write_report(levels: list[dict], command: str) -> str:
             f"streamed replies of {levels[0]['tokens']} tokens, each followed over SSE; when every client had "
             f"{levels[0]['drain_at']} tokens, the worker holding most runs was drained (`manage.py drain_worker`, "
             "mode handoff). *worker drained*: the worker's own figure, from the drain command reaching it until it "
-            "held no lease; *all taken over*: from the command's launch (a Python start included) until Postgres "
-            "showed every moved run claimed by the other worker; *hook returned*: the command's wall time (it polls "
-            "the heartbeat every 0.5 s); *longest gap*: the longest time between two token events one client saw, "
+            "held no lease; *all taken over*: from the worker's heartbeat saying \"draining\" (the drain's first act) "
+            "until Postgres showed every moved run claimed by the other worker; *hook reached it*: from the "
+            "command's launch to that heartbeat (a Python and Django start); *hook returned*: the command's wall "
+            "time (it polls the heartbeat every 0.5 s); *longest gap*: the longest time between two token events one client saw, "
             "among the moved runs' clients and the others'; *lost* and *duplicated*: token positions of the saved "
             "reply a client never got, and got twice, summed over clients. Goals: drained within 5 s, 0 lost, 0 "
             "duplicated.\n\n" + table + "\n\n![tokens per second](drain_handoff.png)\n")

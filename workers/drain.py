@@ -4,7 +4,9 @@ Two modes, by name:
 - `handoff` (the default): every run in flight is handed back at once, at a token
   boundary (the engine aborts it; no terminal entry), and another worker of the pool
   claims it and carries on from the run's stream at the next seq. The worker holds
-  nothing within a second or two, however long its replies were going to take.
+  nothing within a second or two, however long its replies were going to take. A
+  constrained reply (a JSON Schema, a guide), which no other attempt can carry on,
+  may finish until the deadline first.
 - `finish`: runs may finish until the deadline; the rest are then handed back.
 
 On SIGTERM (`shutdown_mode`) a `handoff` drain becomes `finish` when no other worker of
@@ -45,27 +47,27 @@ def shutdown_mode(*, pool: str, worker_name: str) -> str:
 
 def drain(rt, *, mode: str, deadline_seconds: float) -> float:
     """Drain `rt` (workers.runtime.Runtime): stop taking work, then in `handoff` mode hand
-    every run back at once, in `finish` mode let them finish until the deadline and hand
-    back the rest. Returns when the worker holds no run (its runs' leases released and
-    each run dispatched again), or RELEASE_WAIT_SECONDS after the hand-back; the seconds
-    it took."""
+    every run back at once (a constrained reply, which no other worker can carry on, may
+    finish until the deadline first), in `finish` mode let them all finish until the
+    deadline and hand back the rest. Returns when the worker holds no run (its runs'
+    leases released and each run dispatched again), or RELEASE_WAIT_SECONDS after the
+    deadline; the seconds it took."""
     check_mode(mode)
     started = time.monotonic()
+    deadline, last = started + deadline_seconds, started + deadline_seconds + RELEASE_WAIT_SECONDS
     rt.draining = True
     rt.heartbeat.beat_quietly()  # routers see "draining" at once: a re-dispatch never comes back here
     log.warning("draining (%s): %d run(s) in flight, deadline %.0f s", mode, len(rt.writer.active()), deadline_seconds)
-    if mode == FINISH:
-        end = started + deadline_seconds
-        while rt.writer.active() and time.monotonic() < end:
-            time.sleep(0.1)
-    left = [r.request_id for r in rt.writer.active()]
-    if left:
-        log.warning("handing %d run(s) over to the pool's other workers", len(left))
-    end = time.monotonic() + RELEASE_WAIT_SECONDS
-    while time.monotonic() < end:
+    while True:
+        now = time.monotonic()
         # again on every pass: a run claimed just before the drain began may reach the engine after it
-        rt.writer.hand_back([r.request_id for r in rt.writer.active()])
-        if not rt.heartbeat.holding():
+        runs = rt.writer.active()
+        if now < deadline:
+            runs = [r for r in runs if r.resumable] if mode == HANDOFF else []
+        if runs:
+            log.warning("handing %d run(s) over to the pool's other workers", len(runs))
+            rt.writer.hand_back([r.request_id for r in runs])
+        if not rt.heartbeat.holding() or now > last:
             break
         time.sleep(POLL_SECONDS)
     took = time.monotonic() - started
