@@ -1,5 +1,5 @@
 """Drain without waiting: N streamed replies of 2,000 tokens in flight on two workers of
-one pool; one worker is drained mid-reply (`manage.py drain_worker`, mode handoff) and
+one pool; one worker is drained mid-reply (`celery control drain`, mode handoff) and
 hands its runs to the other at a token boundary. Per N: how soon the drained worker
 holds nothing, the longest gap between two tokens any client saw, tokens lost and
 sent twice per client against the saved reply, and when every reply finished.
@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import re
 import socket
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -87,6 +86,26 @@ def saved_replies(stack: Stack, ids: list[int]) -> dict[int, tuple[str, int, int
             "join chats_message m on m.id = r.assistant_message_id where r.id = any(%s)", (ids,)).fetchall()}
 
 
+def drain_client(redis_url: str, holder_prefix: str):
+    """A bare Celery app on the stack's broker (no Django), its connection open and the
+    workers answering: the drain's send time is then the command's, not a start-up's."""
+    from celery import Celery
+
+    app = Celery(broker=redis_url)
+    end = time.monotonic() + 30
+    while not [w for r in app.control.ping(timeout=1.0) for w in r if w.startswith(holder_prefix)]:
+        if time.monotonic() > end:
+            raise TimeoutError("the workers do not answer a ping")
+    return app
+
+
+def send_drain(app, holder: str) -> tuple[float, str]:
+    sent = time.perf_counter()
+    replies = app.control.broadcast("drain", arguments={"mode": "handoff"}, destination=[holder], reply=True,
+                                    timeout=5, limit=1)
+    return sent, str(next(iter(replies[0].values())) if replies else "no answer")
+
+
 def watch_handover(stack: Stack, holder: str, moved: list[int]) -> tuple[float, float]:
     """When the worker's heartbeat said "draining" (the drain's first act), and when
     Postgres then showed every run in `moved` claimed by another worker (perf_counter)."""
@@ -107,6 +126,7 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
     workers = {name: stack.start_worker(f"{name}{tag}", CHATSITE_WORKER_SLOTS=str(max(n, 2)),
                                         CHATSITE_WORKER_RESERVE_SLOTS="2") for name in ("dra", "drb")}
     chats = stack.make_chats(n)
+    drainer = drain_client(stack.redis_url, "dr")
     async with sse_client.session(limit=n + 8) as http:
         started = time.perf_counter()
         runs = await asyncio.gather(*(post(http, base, auth, c, tokens) for c in chats))
@@ -119,14 +139,9 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
         held = Counter(w for _, (s, w, _) in runs_on(stack, ids).items() if s == "running")
         holder, moved_count = held.most_common(1)[0]
         moved = [i for i, (s, w, _) in runs_on(stack, ids).items() if w == holder and s == "running"]
-        # 2) drain it as an operator does; poll Postgres until none of its runs is held by it
-        drain_t = time.perf_counter()
-        hook = await asyncio.create_subprocess_exec(
-            common.PY, "manage.py", "drain_worker", "--worker", holder, cwd=stack.root, env=stack.env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # 2) drain it (`celery control drain`, mode handoff); Postgres shows when the other worker holds its runs
+        drain_t, answer = await asyncio.to_thread(send_drain, drainer, holder)
         reached, taken_over = await asyncio.to_thread(watch_handover, stack, holder, moved)  # off the readers' loop
-        out, err = await hook.communicate()
-        hook_s = time.perf_counter() - drain_t
         await asyncio.gather(*readers)
         finished = max(c.done_at for c in clients) - started
     while any(st not in ("completed", "failed", "cancelled") for st, _, _ in runs_on(stack, ids).values()):
@@ -152,8 +167,7 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
     return {
         "runs": n, "moved": moved_count, "tokens": tokens, "drain_at": drain_at,
         "worker_drained_s": float(drained.group(1)) if drained else None,
-        "taken_over_s": taken_over - reached, "hook_s": hook_s, "hook_reached_s": reached - drain_t,
-        "hook_stdout": out.decode().strip(),
+        "taken_over_s": taken_over - drain_t, "reached_s": reached - drain_t, "answer": answer,
         "longest_gap_s": max(p["longest_gap_s"] for p in per_client),
         "longest_gap_moved_s": max(p["longest_gap_s"] for p in moved_rows),
         "longest_gap_stayed_s": max((p["longest_gap_s"] for p in per_client if not p["moved"]), default=None),
@@ -168,10 +182,10 @@ async def one_level(stack: Stack, base: str, auth: dict, n: int, tokens: int, dr
 
 
 def write_report(levels: list[dict], command: str) -> str:
-    header = ["runs", "moved", "worker drained (s)", "all taken over (s)", "hook reached it (s)", "hook returned (s)",
+    header = ["runs", "moved", "worker drained (s)", "drain reached it (s)", "all taken over (s)",
               "longest gap, moved (s)", "longest gap, stayed (s)", "lost", "duplicated", "texts equal",
               "completed", "all finished (s)", "a reply alone (s)"]
-    rows = [[lv["runs"], lv["moved"], lv["worker_drained_s"], lv["taken_over_s"], lv["hook_reached_s"], lv["hook_s"],
+    rows = [[lv["runs"], lv["moved"], lv["worker_drained_s"], lv["reached_s"], lv["taken_over_s"],
              lv["longest_gap_moved_s"], lv["longest_gap_stayed_s"], lv["lost"], lv["duplicated"], lv["texts_equal"],
              f"{lv['completed']}/{lv['runs']}", lv["all_finished_s"], lv["reply_alone_s"]] for lv in levels]
     table = report.table(header, [[round(c, 2) if isinstance(c, float) else c for c in r] for r in rows])
@@ -179,12 +193,12 @@ def write_report(levels: list[dict], command: str) -> str:
             f"{common.loadavg():.1f} on {socket.gethostname()})\n\n"
             f"Two fake-engine workers of one pool ({STEP_SECONDS * 1000:.0f} ms a step: 40 tokens/s a reply), N "
             f"streamed replies of {levels[0]['tokens']} tokens, each followed over SSE; when every client had "
-            f"{levels[0]['drain_at']} tokens, the worker holding most runs was drained (`manage.py drain_worker`, "
-            "mode handoff). *worker drained*: the worker's own figure, from the drain command reaching it until it "
-            "held no lease; *all taken over*: from the worker's heartbeat saying \"draining\" (the drain's first act) "
-            "until Postgres showed every moved run claimed by the other worker; *hook reached it*: from the "
-            "command's launch to that heartbeat (a Python and Django start); *hook returned*: the command's wall "
-            "time (it polls the heartbeat every 0.5 s); *longest gap*: the longest time between two token events one client saw, "
+            f"{levels[0]['drain_at']} tokens, the worker holding most runs was drained (`celery control drain`, "
+            "mode handoff, sent from a client already connected). *worker drained*: the worker's own figure, from the "
+            "drain reaching it until it held no lease (each run released and dispatched again); *drain reached it*: "
+            "from the command's send until the worker's heartbeat said \"draining\" (the drain's first act); *all "
+            "taken over*: from the command's send until Postgres showed every moved run claimed by the other worker; "
+            "*longest gap*: the longest time between two token events one client saw, "
             "among the moved runs' clients and the others'; *lost* and *duplicated*: token positions of the saved "
             "reply a client never got, and got twice, summed over clients. Goals: drained within 5 s, 0 lost, 0 "
             "duplicated.\n\n" + table + "\n\n![tokens per second](drain_handoff.png)\n")
