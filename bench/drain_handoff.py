@@ -188,7 +188,7 @@ def write_report(levels: list[dict], command: str) -> str:
     rows = [[lv["runs"], lv["moved"], lv["worker_drained_s"], lv["reached_s"], lv["taken_over_s"],
              lv["longest_gap_moved_s"], lv["longest_gap_stayed_s"], lv["lost"], lv["duplicated"], lv["texts_equal"],
              f"{lv['completed']}/{lv['runs']}", lv["all_finished_s"], lv["reply_alone_s"]] for lv in levels]
-    table = report.table(header, [[round(c, 2) if isinstance(c, float) else c for c in r] for r in rows])
+    table = report.table(header, [[f"{c:.2f}" if isinstance(c, float) else c for c in r] for r in rows])
     text = (f"# Drain without waiting (issue 43 section 5)\n\n`{command}` ({date.today().isoformat()}, load "
             f"{common.loadavg():.1f} on {socket.gethostname()})\n\n"
             f"Two fake-engine workers of one pool ({STEP_SECONDS * 1000:.0f} ms a step: 40 tokens/s a reply), N "
