@@ -259,7 +259,7 @@ def main():
         f"--{k.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items())
     started = time.monotonic()
     levels = asyncio.run(main_async(args))
-    common.write_json("drain_handoff", [{k: v for k, v in lv.items() if k != "timeline"} for lv in levels])
+    common.write_json("drain_handoff.json", [{k: v for k, v in lv.items() if k != "timeline"} for lv in levels])
     print()
     print(write_report(levels, command))
     plot(levels)
