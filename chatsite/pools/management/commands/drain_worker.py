@@ -21,16 +21,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--worker", required=True, help="the worker's name; %%h stands for this host")
         parser.add_argument("--mode", choices=("handoff", "finish"), default="handoff",
-                            help="handoff: hand the runs over now (default); finish: let them finish until the deadline")
+                            help="handoff: hand the runs over now (default); finish: let them finish by the deadline")
         parser.add_argument("--deadline", type=float, default=settings.CHATSITE["DRAIN_SECONDS"],
-                            help="with --mode finish, seconds runs may take to finish (default CHATSITE_DRAIN_SECONDS, else 30)")
+                            help="with --mode finish, seconds runs may take to finish "
+                                 "(default CHATSITE_DRAIN_SECONDS, else 30)")
 
     def handle(self, *args, worker, mode, deadline, **opts):
         from chatsite.celery import app
 
         name = worker.replace("%h", socket.gethostname())
-        replies = app.control.broadcast("drain", arguments={"mode": mode, "deadline": deadline}, destination=[name], reply=True,
-                                        timeout=5)
+        replies = app.control.broadcast("drain", arguments={"mode": mode, "deadline": deadline}, destination=[name],
+                                        reply=True, timeout=5)
         if not replies:
             self.stderr.write(f"{name} did not answer the drain (not running?); nothing to wait for")
             return
