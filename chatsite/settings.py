@@ -273,7 +273,10 @@ CHATSITE.update({
     "HEARTBEAT_SECONDS": min(float(os.environ.get("CHATSITE_HEARTBEAT_SECONDS", "1.0")), 1.0),
     # How often a worker of a disabled pool looks whether the pool was enabled (it loads no engine till then).
     "ENABLED_POLL_SECONDS": float(os.environ.get("CHATSITE_ENABLED_POLL_SECONDS", "5")),
-    # Seconds a draining worker lets its runs finish before it hands the rest back.
+    # How a worker drains on SIGTERM: "handoff" hands its runs to the pool's other workers at once
+    # ("finish" when it has none), "finish" lets them finish until DRAIN_SECONDS (workers/drain.py).
+    "DRAIN_MODE": os.environ.get("CHATSITE_DRAIN_MODE", "handoff"),
+    # Seconds a draining worker in "finish" mode lets its runs finish before it hands the rest back.
     "DRAIN_SECONDS": float(os.environ.get("CHATSITE_DRAIN_SECONDS", "30")),
     # How long a worker gathers a run's tokens into one stream entry (a run's first token never
     # waits): COALESCE_MS with one run streaming, growing with the runs it streams to

@@ -15,18 +15,25 @@ def engine_stats(state):
     return {"worker": rt.worker_name, **rt.heartbeat.figures(), "active_run_ids": [r.run_id for r in rt.writer.active()]}
 
 
-@control_command(args=[("deadline", float)], signature="[deadline_seconds=30]")
-def drain(state, deadline=30.0):
-    """Stop taking work; let in-flight runs finish until the deadline, then hand the
-    rest back to the queue, where another worker continues them from their streams.
-    The engine stays loaded; stop the process when `engine_stats` shows no runs."""
-    from workers import runtime
+@control_command(args=[("mode", str), ("deadline", float)], signature="[mode=handoff] [deadline_seconds=30]")
+def drain(state, mode="handoff", deadline=30.0):
+    """Stop taking work. `handoff` (the default): hand every run in flight at once to
+    another worker of the pool, which continues it from its stream; `finish`: let the
+    runs finish until the deadline, then hand the rest over (workers.drain). The engine
+    stays loaded; stop the process when `engine_stats` shows no runs."""
+    from workers import drain as draining, runtime
 
     rt = runtime.current()
     if rt is None:
         return {"error": "this worker has no engine"}
+    try:
+        draining.check_mode(mode)
+    except ValueError as exc:
+        return {"error": str(exc)}
     consumer = state.consumer
     for queue in list(consumer.task_consumer.queues):
         consumer.cancel_task_queue(queue.name)
-    threading.Thread(target=runtime.drain, args=(float(deadline),), name="drain", daemon=True).start()
-    return {"ok": f"draining {len(rt.writer.active())} run(s), deadline {deadline:.0f} s"}
+    threading.Thread(target=draining.drain, args=(rt,), kwargs={"mode": mode, "deadline_seconds": float(deadline)},
+                     name="drain", daemon=True).start()
+    what = "handing them over now" if mode == draining.HANDOFF else f"deadline {deadline:.0f} s"
+    return {"ok": f"draining {len(rt.writer.active())} run(s), {what}"}

@@ -79,13 +79,13 @@ def generate_next(rt: Runtime, *, tier: str, woken_by: int) -> str:
     recorded, and the claim skips it when it is done or held."""
     pool, skips = rt.pool.name, 0
     while skips < MAX_SKIPS:
+        if rt.draining:  # a parked thread of a draining worker must not pop the runs it just handed over
+            raise Reject("this worker is draining", requeue=True)
         picked = held.pick(pool, tier, tenant_cap())
         stage_trace.mark("worker.picked")
         if picked is None:
             break
         if picked == fair_queue.WAIT:
-            if rt.draining:
-                raise Reject("this worker is draining", requeue=True)
             fair_queue.wait_for_push(pool=pool, tier=tier, timeout=PARK_SECONDS)
             continue
         try:

@@ -141,6 +141,12 @@ def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
             "prompt_extra": extra if extra or asked else None}
 
 
+def constrained(run: GenerationRun) -> bool:
+    """A reply under a grammar (a response_format, a guide): the engine cannot take one up
+    in the middle of its output, so no other attempt can carry it on."""
+    return bool(run.sampling.get("response_format") or run.sampling.get("guide"))
+
+
 def _constraint_refused(rt: Runtime, run: GenerationRun) -> dict | None:
     """The error entry for a run whose JSON Schema the engine cannot take (refused, or
     a grammar that does not compile within the budget), else None: asked here, on the
@@ -176,7 +182,7 @@ def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tu
     if cancel_asked:
         return codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                  completion_tokens=reply.completion_tokens), "cancelled"
-    if reply.text and (run.sampling.get("response_format") or run.sampling.get("guide")):
+    if reply.text and constrained(run):
         # The engine cannot take up a grammar in the middle of its output: carrying on
         # would start a second JSON value after the first's beginning. Say so instead.
         return codec.error_fields(code="structured_output_interrupted", message=(
@@ -225,13 +231,17 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
                        lease_token=lease_token, next_seq=reply.completion_tokens,
                        prior_tokens=plan.num_carried_tokens, budget_capped=capped,
-                       logprobs=run.sampling.get("logprobs") is not None, **_details(rt, run, plan))
+                       logprobs=run.sampling.get("logprobs") is not None, resumable=not constrained(run),
+                       **_details(rt, run, plan))
     rt.writer.register(active)
     try:
-        rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
-                                      max_tokens=remaining))
-        stage_trace.mark("worker.submitted", run.pk)
-        connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
+        if rt.draining:  # the drain began while it was being claimed: it goes on elsewhere, unstarted here
+            rt.writer.hand_back([active.request_id])
+        else:
+            rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
+                                          max_tokens=remaining))
+            stage_trace.mark("worker.submitted", run.pk)
+            connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
     finally:
         rt.writer.unregister(active)

@@ -65,6 +65,11 @@ class Heartbeat:
             self.leases.pop(run_id, None)
             self._extended_at.pop(run_id, None)
 
+    def holding(self) -> bool:
+        """Whether this worker holds any run's lease (claimed, not yet released)."""
+        with self.leases_lock:
+            return bool(self.leases)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)

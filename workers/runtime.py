@@ -138,37 +138,22 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     return rt
 
 
-def drain(deadline_seconds: float) -> None:
-    """Stop taking work, let runs finish until the deadline, then hand the rest back
-    to the queue (another worker continues them from their streams)."""
-    rt = _current
-    if rt is None:
-        return
-    rt.draining = True
-    rt.heartbeat.beat_quietly()  # routers see "draining" at once
-    log.warning("draining: %d run(s) in flight, deadline %.0f s", len(rt.writer.active()), deadline_seconds)
-    end = time.monotonic() + deadline_seconds
-    while rt.writer.active() and time.monotonic() < end:
-        time.sleep(0.1)
-    left = [r.request_id for r in rt.writer.active()]
-    if left:
-        log.warning("drain deadline passed; handing %d run(s) back to the queue", len(left))
-        rt.writer.hand_back(left)
-        wait_end = time.monotonic() + 10
-        while rt.writer.active() and time.monotonic() < wait_end:
-            time.sleep(0.05)
-    log.warning("drained")
-
-
 def stop(deadline_seconds: float | None = None) -> None:
-    """Warm shutdown (SIGTERM): drain, then stop the heartbeat and the engine."""
+    """Warm shutdown (SIGTERM): drain (workers.drain.shutdown_mode), then stop the heartbeat and the engine."""
     global _current
     rt = _current
     if rt is None:
         return
+    from workers import drain as draining
+
     if deadline_seconds is None:
         deadline_seconds = settings.CHATSITE["DRAIN_SECONDS"]
-    drain(deadline_seconds)
+    try:
+        mode = draining.shutdown_mode(pool=rt.pool.name, worker_name=rt.worker_name)
+    except Exception:  # Redis away: waiting is the safe choice
+        log.warning("could not read the pool's workers; letting the runs finish", exc_info=True)
+        mode = draining.FINISH
+    draining.drain(rt, mode=mode, deadline_seconds=deadline_seconds)
     rt.heartbeat.stop()
     rt.host.shutdown()
     rt.engine_record.remove()

@@ -70,6 +70,8 @@ class ActiveRun:
     # `prompt_logprobs` the engine's log probabilities of it; None: nothing asked for.
     prompt_extra: dict | None = None
     prompt_logprobs: bool = False
+    # Another attempt can carry it on from its stream (a constrained reply cannot: workers.generation).
+    resumable: bool = True
     cancel_requested: bool = False
     outcome: str = ""
     done: threading.Event = field(default_factory=threading.Event)

@@ -41,7 +41,7 @@ def test_drain_worker_waits_for_the_hand_back_then_the_worker_is_unready(stack_e
         time.sleep(0.1)
     assert _manage(stack_env, "worker_health", "--worker", name, "--max-age", "30").returncode == 0
     started = time.monotonic()
-    done = _manage(stack_env, "drain_worker", "--worker", name, "--deadline", "1")
+    done = _manage(stack_env, "drain_worker", "--worker", name, "--mode", "finish", "--deadline", "1")
     took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert f"{name} drained in" in done.stdout and "draining 1 run(s), deadline 1 s" in done.stderr

@@ -8,26 +8,30 @@ from django.core.management.base import BaseCommand
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 
-HAND_BACK_SECONDS = 10  # after the deadline, workers.runtime.drain waits this long for the hand-back
+HAND_BACK_SECONDS = 10  # after the deadline, workers.drain waits this long for the hand-back
 
 
 class Command(BaseCommand):
-    help = ("Tell a worker to drain (`celery control drain`: it takes no new work, lets its runs finish until the "
-            "deadline, then hands the rest back to the queue, where another worker continues them from their "
-            "streams) and wait until its heartbeat shows no run left. Exits 0 also when the worker is not there.")
+    help = ("Tell a worker to drain (`celery control drain`: it takes no new work and hands its runs to the pool's "
+            "other workers, which continue them from their streams: at once with --mode handoff, the default, or "
+            "once the deadline passes with --mode finish) and wait until its heartbeat shows no run left. Exits 0 "
+            "also when the worker is not there.")
     requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--worker", required=True, help="the worker's name; %%h stands for this host")
+        parser.add_argument("--mode", choices=("handoff", "finish"), default="handoff",
+                            help="handoff: hand the runs over now (default); finish: let them finish by the deadline")
         parser.add_argument("--deadline", type=float, default=settings.CHATSITE["DRAIN_SECONDS"],
-                            help="seconds runs may take to finish (default CHATSITE_DRAIN_SECONDS, else 30)")
+                            help="with --mode finish, seconds runs may take to finish "
+                                 "(default CHATSITE_DRAIN_SECONDS, else 30)")
 
-    def handle(self, *args, worker, deadline, **opts):
+    def handle(self, *args, worker, mode, deadline, **opts):
         from chatsite.celery import app
 
         name = worker.replace("%h", socket.gethostname())
-        replies = app.control.broadcast("drain", arguments={"deadline": deadline}, destination=[name], reply=True,
-                                        timeout=5)
+        replies = app.control.broadcast("drain", arguments={"mode": mode, "deadline": deadline}, destination=[name],
+                                        reply=True, timeout=5)
         if not replies:
             self.stderr.write(f"{name} did not answer the drain (not running?); nothing to wait for")
             return
