@@ -20,6 +20,7 @@ BY_FOLDER = {
     "e2e": ("vllm",),
     "faults": ("faults", "live"),
     "faults/hosts": ("netns",),
+    "scripts": ("slow",),  # scripts/setup.sh itself, run against databases of its own
 }
 
 
