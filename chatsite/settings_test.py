@@ -41,3 +41,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast log
 # checks the product's storage (hashed, compressed, cached) on a collectstatic of its own.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = True
+# Django's backend with a flush that deletes rows instead of truncating tables (tests/db_backend/).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "tests.db_backend"  # noqa: F405

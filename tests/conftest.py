@@ -3,8 +3,38 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests import stack
+from tests import marks, stack
 from tests.factories import PASSWORD, ChatFactory, PoolFactory, TenantFactory, UserFactory, queueing_pool
+
+
+def pytest_collection_modifyitems(items):
+    marks.add_needs(items)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, migrated once; then a transactional test's flush keeps the
+    content types and permissions (tests/db_backend/), so their refill after each flush is
+    turned off. A test that changed those rows would leak them: the session fails if one did."""
+    from django.contrib.auth.management import create_permissions
+    from django.contrib.contenttypes.management import create_contenttypes
+    from django.db.models.signals import post_migrate
+
+    from tests.db_backend.base import kept_models
+
+    def kept_rows():
+        with django_db_blocker.unblock():
+            return [list(model.objects.order_by("pk").values_list()) for model in kept_models()]
+
+    before = kept_rows()
+    receivers = [(create_permissions, {"dispatch_uid": "django.contrib.auth.management.create_permissions"}),
+                 (create_contenttypes, {})]
+    for receiver, how in receivers:
+        post_migrate.disconnect(receiver, **how)
+    yield
+    for receiver, how in receivers:
+        post_migrate.connect(receiver, **how)
+    assert kept_rows() == before, "a test changed content types or permissions, which flushes keep (tests/db_backend/)"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -76,6 +76,7 @@ def api_schema(live_url, fuzz_key, sse_runs):
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
+@pytest.mark.slow
 @schema.parametrize()
 def test_api_conforms_to_its_schema(case, fuzz_key):
     key_id, secret = fuzz_key

@@ -14,7 +14,7 @@ from chatsite.runs.admission import run_submit
 from tests import stack
 from tests.factories import ChatFactory, PoolFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 POOL = "dw-pool"
 
 

@@ -18,6 +18,7 @@ def _script(stack_env, *args) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DEMO_FLAGSHIP / "config.json").is_file(), reason="the demo models are not built")
 def test_dry_run_checks_everything_but_the_gpu_and_changes_nothing(stack_env):
     pool = PoolFactory(name="flagship", model="/nonexistent/before")

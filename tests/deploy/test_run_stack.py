@@ -17,7 +17,7 @@ from tests import stack
 from tests.factories import ChatFactory, PoolFactory
 from tests.runs.helpers import post_message, wait_terminal
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # scripts/run.sh's whole stack, started per test
 
 
 def _until(what: str, check, timeout: float, proc: stack.Proc):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from chatsite.pools.models import ModelPool
 from inference.chat_templates import SMOLLM2_TOOLS
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # Hypothesis' examples through the live stack
 
 EXAMPLES = int(os.environ.get("CHATSITE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -53,6 +53,7 @@ def _health(stack_env, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_worker_health_exits_0_only_on_a_fresh_ready_heartbeat(stack_env):
     # --max-age 30, and a beat just before each check (the hash expires 10 s after a beat, as the
     # heartbeat's does): a loaded machine may take seconds to start the command.

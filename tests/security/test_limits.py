@@ -168,6 +168,7 @@ def test_a_streamed_post_without_a_free_slot_answers_its_run_then_the_error(capp
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_slots_of_a_web_process_that_died_free_themselves(capped_web, chat, auth):
     env, _, _ = capped_web
     proc, url = stack.start_web(env)
@@ -204,6 +205,7 @@ def _scrape(env, header: str = "") -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.slow
 def test_metrics_need_a_token_under_production_settings(stack_env):
     env = {k: v for k, v in _production_env(stack_env).items() if k != "CHATSITE_METRICS_TOKEN"}
     assert _scrape(env).startswith("403 metrics are closed")

@@ -38,6 +38,7 @@ def _signed_in(resp: httpx.Response) -> bool:
     return resp.status_code == 302 and "sessionid" in resp.cookies
 
 
+@pytest.mark.slow
 def test_made_up_names_from_the_users_address_do_not_lock_the_user_out_there(web, tenant):
     """Found: 50 failed sign-ins with made-up names from one address refused the real
     user's right password from that address."""
@@ -62,6 +63,7 @@ def test_bad_passwords_from_one_address_lock_the_account_there_only(web, tenant)
     assert "password was not checked" in refused.text
 
 
+@pytest.mark.slow
 def test_a_spray_from_one_address_is_still_stopped_there(web, tenant):
     """What the address's lock is for: once it is locked, a right password for an account
     that never signed in from there is refused unchecked, as a sprayer's lucky guess would be."""

@@ -135,6 +135,7 @@ def test_v1_and_api_streams_share_the_users_cap_and_a_refused_v1_stream_admits_n
         assert again.status == 200  # both slots were given back when their clients hung up
 
 
+@pytest.mark.slow
 def test_a_password_change_ends_the_other_sessions_streams_and_their_tokens(live_url, chat):
     run = open_run(chat)
     other = _session(chat.owner)  # a session on another device

@@ -47,6 +47,7 @@ def own_redis(tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_setup_starts_redis_with_aof_and_streams_survive_a_restart(own_redis):
     port, client, said = own_redis()
     assert "starting Redis (AOF, appendfsync everysec" in said
@@ -64,6 +65,7 @@ def test_setup_starts_redis_with_aof_and_streams_survive_a_restart(own_redis):
     assert [e[0] for e in again.xrange("run:1")] == [entry]
 
 
+@pytest.mark.slow
 def test_a_redis_that_keeps_nothing_is_reported_as_such(tmp_path):
     port = stack.free_port()
     subprocess.run(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--daemonize", "yes",

@@ -24,6 +24,7 @@ def _python(code: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_development_settings_make_the_key_once_and_keep_it(tmp_path):
     path = tmp_path / "var" / "secret_key"
     env = _env(DJANGO_SECRET_KEY_FILE=str(path))

@@ -59,6 +59,7 @@ def test_revoking_a_key_ends_the_streams_opened_with_it_and_its_tokens(live_url,
     assert httpx.get(token_url, timeout=10).status_code == 401  # the token is dead too
 
 
+@pytest.mark.slow
 def test_signing_out_ends_that_sessions_streams_and_only_those(live_url, chat, auth):
     run = open_run(chat)
     session = _session(chat.owner)
@@ -76,6 +77,7 @@ def test_signing_out_ends_that_sessions_streams_and_only_those(live_url, chat, a
     assert httpx.get(token_url, timeout=10).status_code == 401
 
 
+@pytest.mark.slow
 def test_removing_a_membership_ends_the_users_streams_and_adding_it_back_lets_new_ones_stay(live_url, chat, auth):
     run = open_run(chat)
     with OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=auth) as stream:

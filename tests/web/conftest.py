@@ -47,7 +47,7 @@ def context(browser):
 def chat_page(context, live_url, web_user, fake_workers) -> ChatPage:
     """A signed-in page on a new chat, with the fake-engine workers serving."""
     page = ChatPage(context.new_page(), live_url)
-    page.sign_in(web_user.username)
+    page.sign_in_as(web_user)
     return page
 
 
@@ -61,6 +61,6 @@ def sized_page(request, browser, live_url, web_user, fake_workers) -> ChatPage:
     """chat_page at each of SIZES."""
     ctx = browser.new_context(**SIZES[request.param])
     page = ChatPage(ctx.new_page(), live_url)
-    page.sign_in(web_user.username)
+    page.sign_in_as(web_user)
     yield page
     ctx.close()

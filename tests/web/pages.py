@@ -21,11 +21,24 @@ class ChatPage:
         self.live_url = live_url
 
     def sign_in(self, username: str, password: str = PASSWORD) -> None:
+        """Through the sign-in form, as a person does."""
         self.page.goto(self.live_url + "/login/")
         self.page.get_by_label("Username").fill(username)
         self.page.get_by_label("Password").fill(password)
         self.page.get_by_role("button", name="Sign in").click()
         self.page.wait_for_url(self.live_url + "/")
+
+    def sign_in_as(self, user) -> None:
+        """Signed in as `user` by a session of Django's own making (its test client's force_login),
+        without the form's two page loads: the tests about other pages start here."""
+        from django.conf import settings
+        from django.test import Client
+
+        client = Client()
+        client.force_login(user)
+        session = client.cookies[settings.SESSION_COOKIE_NAME].value
+        self.page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": self.live_url}])
+        self.page.goto(self.live_url + "/")
 
     def open_chat(self, chat_id: int) -> None:
         self.page.goto(f"{self.live_url}/c/{chat_id}/")

@@ -36,6 +36,7 @@ def _assets(html: str) -> list[str]:
     return re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
 
 
+@pytest.mark.slow
 def test_pages_name_hashed_files_served_compressed_and_cached_for_a_year(product_web):
     html = httpx.get(product_web + "/login/").text
     assets = _assets(html)

@@ -27,6 +27,7 @@ def second_worker(stack_env, fake_workers, django_db_blocker):
     proc.stop()
 
 
+@pytest.mark.slow
 def test_turns_of_a_chat_stay_on_one_worker(live_url, second_worker, chat, auth):
     workers = []
     for i in range(4):
@@ -62,6 +63,7 @@ def drained(stack_env, fake_workers):
                                                  pool="flagship", name="fake-flagship")
 
 
+@pytest.mark.slow
 def test_drain_hands_a_running_reply_to_another_worker_without_a_break(live_url, second_worker, chat, auth, drained):
     run = post_message(live_url, auth, chat.pk, max_tokens=400, ignore_eos=True)  # ~4 s
     url = live_url + run["events_url"]
@@ -93,6 +95,7 @@ def third_worker(stack_env, second_worker, pool):
     proc.stop()
 
 
+@pytest.mark.slow
 def test_a_drain_hands_every_choice_of_a_completion_over_without_a_break(live_url, third_worker, pool, api_key,
                                                                          drained):
     import openai

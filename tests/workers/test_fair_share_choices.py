@@ -40,6 +40,7 @@ def _call(live_url, key, **body):
                       json={"model": POOL, "messages": [{"role": "user", "content": "go"}], **body})
 
 
+@pytest.mark.slow
 def test_a_flood_of_n_choices_leaves_room_for_another_tenants_run(live_url, small_worker):
     flood, quiet = TenantFactory(), TenantFactory()
     flood_key, quiet_key = _key(flood), _key(quiet)

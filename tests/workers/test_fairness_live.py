@@ -29,6 +29,7 @@ def two_slot_worker(stack_env, django_db_blocker):
     proc.stop()
 
 
+@pytest.mark.slow
 def test_a_quiet_tenants_run_starts_before_most_of_a_flooding_tenants(live_url, two_slot_worker, tenant, user, auth):
     pool = _pool()  # transactional tests flush rows: the same name again, as the worker knows it
     noisy_chats = [ChatFactory(tenant=tenant, owner=user, pool=pool) for _ in range(FLOOD)]

@@ -1,0 +1,37 @@
+"""What a test needs, as markers, so that a developer can leave the slow kinds out
+(`make test-fast`, README's Tests). A marker comes from the fixtures a test uses (whatever
+it names, its fixtures' fixtures count) or from the folder it lives in; a test may also
+carry one itself (`slow`, `docker`, or one of these where no fixture says it)."""
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# fixture -> marker: a test that uses the fixture needs what the marker names.
+BY_FIXTURE = {
+    "stack_env": "live",  # the platform's own processes (daphne, Celery workers, beat), started by tests/stack.py
+    "browser": "browser",
+    "vllm_worker": "vllm",
+    "_vllm_worker_launched": "vllm",
+}
+# folder under tests/ -> markers of every test in it (and in its subfolders).
+BY_FOLDER = {
+    "e2e": ("vllm",),
+    "faults": ("faults", "live"),
+    "faults/hosts": ("netns",),
+    "scripts": ("slow",),  # scripts/setup.sh itself, run against databases of its own
+}
+
+
+def add_needs(items: list[pytest.Item]) -> None:
+    """Add the markers BY_FIXTURE and BY_FOLDER say each collected test needs."""
+    for item in items:
+        names = set(item.fixturenames)
+        needs = {mark for fixture, mark in BY_FIXTURE.items() if fixture in names}
+        folder = Path(item.path).resolve().parent
+        for sub, marks in BY_FOLDER.items():
+            if folder == TESTS / sub or (TESTS / sub) in folder.parents:
+                needs.update(marks)
+        for mark in sorted(needs - {m.name for m in item.iter_markers()}):
+            item.add_marker(mark)
