@@ -10,6 +10,8 @@ from workers.generation import engine_request
 
 pytestmark = pytest.mark.django_db
 KNOBS = list(SAMPLING_DEFAULTS)
+# Pools of their own names: PoolFactory gets or creates by name, and the live stack's
+# "flagship" may exist already with other defaults.
 
 
 def sampled(pool, **given):
@@ -18,13 +20,13 @@ def sampled(pool, **given):
 
 
 def test_a_pool_without_defaults_gets_the_table():
-    assert sampled(PoolFactory(default_sampling={})) == dict(SAMPLING_DEFAULTS)
+    assert sampled(PoolFactory(name="no-defaults", default_sampling={})) == dict(SAMPLING_DEFAULTS)
 
 
 def test_a_pools_defaults_cover_every_knob_and_the_client_overrides_each():
     mine = {"temperature": 0.3, "top_p": 0.4, "top_k": 40, "min_p": 0.05, "frequency_penalty": 0.2,
             "presence_penalty": 0.1, "repetition_penalty": 1.1}
-    pool = PoolFactory(default_sampling=mine)
+    pool = PoolFactory(name="all-defaults", default_sampling=mine)
     assert sampled(pool) == mine
     theirs = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "frequency_penalty": 0.0,
               "presence_penalty": 0.0, "repetition_penalty": 1.0}
@@ -33,7 +35,7 @@ def test_a_pools_defaults_cover_every_knob_and_the_client_overrides_each():
 
 def test_a_bad_pool_default_is_named_as_the_knob():
     with pytest.raises(InvalidInput) as refused:
-        clean_sampling(PoolFactory(default_sampling={"repetition_penalty": 0}))
+        clean_sampling(PoolFactory(name="bad-default", default_sampling={"repetition_penalty": 0}))
     assert refused.value.field == "repetition_penalty"
 
 
