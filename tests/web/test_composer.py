@@ -123,8 +123,9 @@ def test_the_jump_arrow_goes_when_an_edit_shortens_the_thread(chat_page: ChatPag
     first.hover()
     first.get_by_role("button", name="Edit this message").click()
     page.get_by_label("Edit your message").fill("Just one question")
+    known = chat_page.latest_run_id()  # read before sending: the new run may be on the page when Enter returns
     page.get_by_label("Edit your message").press("Enter")
-    chat_page.wait_settled(chat_page.wait_new_run(chat_page.latest_run_id()))
+    chat_page.wait_settled(chat_page.wait_new_run(known))
     expect(page.locator(".msg-user")).to_have_count(1)
     assert page.locator("#scroller").evaluate("s => s.scrollHeight <= s.clientHeight + 72")  # all of it in view
     expect(jump).to_be_hidden()
