@@ -3,9 +3,9 @@ documentation-only views the schema hook adds (chatsite.api.openapi). The real
 handlers are the async views in chatsite.openai_api.completions.views."""
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.parsers import JSONParser  # documentation only: these views are never routed
 from rest_framework.views import APIView
 
-from chatsite.api.parsers import StrictJSONParser
 from chatsite.openai_api.vllm.docs import VllmRequestFields
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
 from chatsite.runs.choices import MAX_CHOICES
@@ -199,7 +199,7 @@ CHUNK_EVENT_SCHEMA = {
 
 class ChatCompletionsDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
-    parser_classes = [StrictJSONParser]
+    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="openai_chat_completions", tags=["openai"], summary="Create a chat completion (OpenAI)",
@@ -270,7 +270,7 @@ class OpenAITextCompletion(serializers.Serializer):
 
 class TextCompletionsDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
-    parser_classes = [StrictJSONParser]
+    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="openai_completions", tags=["openai"], summary="Create a text completion (OpenAI)",

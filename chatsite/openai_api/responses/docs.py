@@ -2,9 +2,9 @@
 views the schema hook adds; the real handlers are chatsite.openai_api.responses.views)."""
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.parsers import JSONParser  # documentation only: these views are never routed
 from rest_framework.views import APIView
 
-from chatsite.api.parsers import StrictJSONParser
 from chatsite.openai_api.completions.docs import OpenAIErrorResponse
 from chatsite.openai_api.responses.events import MAX_SEQUENCE
 from chatsite.runs.admission.credentials import ApiKeyAuthentication
@@ -138,7 +138,7 @@ RESPONSE_ID = OpenApiParameter("response_id", str, OpenApiParameter.PATH, descri
 
 class ResponsesDocs(APIView):
     authentication_classes = [ApiKeyAuthentication]
-    parser_classes = [StrictJSONParser]
+    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="openai_responses_create", tags=TAGS, summary="Create a response (OpenAI Responses API)",
