@@ -27,11 +27,19 @@ def _claim_slot() -> int:
     raise RuntimeError("no free Redis database for a test session (15 in use)")
 
 
-if "REDIS_URL" not in os.environ:  # the pytest process; its child processes inherit the choice
+# The pytest process claims a slot; its child processes inherit the choice. An xdist worker
+# (`pytest -n 2`) inherits its controller's environment, so it claims a slot of its own: two
+# workers' live stacks must not share Celery queues or run streams.
+_SESSION = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if "REDIS_URL" not in os.environ or os.environ.get("CHATSITE_TEST_SLOT_OF", _SESSION) != _SESSION:
     _slot = _claim_slot()
+    os.environ["CHATSITE_TEST_SLOT_OF"] = _SESSION
     os.environ["REDIS_URL"] = f"{os.environ.get('CHATSITE_TEST_REDIS_BASE', 'redis://127.0.0.1:6379')}/{_slot}"
     os.environ["CELERY_BROKER_URL"] = os.environ["REDIS_URL"]
-    os.environ.setdefault("DATABASE_TEST_NAME", f"test_chatsite_{_slot}")
+    if _SESSION == "main":
+        os.environ.setdefault("DATABASE_TEST_NAME", f"test_chatsite_{_slot}")
+    else:
+        os.environ["DATABASE_TEST_NAME"] = f"test_chatsite_{_slot}"
 
 from chatsite.settings import *  # noqa: E402,F401,F403
 

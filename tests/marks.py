@@ -35,3 +35,7 @@ def add_needs(items: list[pytest.Item]) -> None:
                 needs.update(marks)
         for mark in sorted(needs - {m.name for m in item.iter_markers()}):
             item.add_marker(mark)
+        if item.get_closest_marker("vllm"):
+            # `pytest -n 2 --dist loadgroup` (make test): the real engines start on one worker
+            # only; the other runs the rest meanwhile.
+            item.add_marker(pytest.mark.xdist_group("vllm"))
