@@ -9,7 +9,9 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-LOG_DIR = ROOT / "var" / "log" / "tests"
+# One folder a test session (its Redis database, chatsite/settings_test.py): concurrent sessions and
+# xdist workers start processes of the same names, whose logs the tests read.
+LOG_DIR = ROOT / "var" / "log" / "tests" / f"db{os.environ.get('REDIS_URL', '/0').rsplit('/', 1)[-1]}"
 
 
 def _die_with_parent() -> None:
@@ -57,7 +59,7 @@ def process_env(db_settings: dict, redis_url: str, **extra) -> dict:
 
 
 class Proc:
-    """A child process with its output in var/log/tests/NAME.log."""
+    """A child process with its output in LOG_DIR/NAME.log."""
 
     def __init__(self, name: str, cmd: list[str], env: dict):
         LOG_DIR.mkdir(parents=True, exist_ok=True)

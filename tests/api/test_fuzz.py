@@ -1,7 +1,7 @@
 """Fuzz the API from its own OpenAPI schema (/api/schema/) with Schemathesis,
 against the live server and fake-engine workers, with an API key.
 
-Bounded and repeatable: 25 examples per operation, a fixed seed, deterministic
+Bounded and repeatable: 12 examples per operation, a fixed seed, deterministic
 generation; positive and negative data. Checks: no 5xx, responses and their
 status codes and content types as documented. To hunt further, run it with
 CHATSITE_FUZZ_SEED and CHATSITE_FUZZ_EXAMPLES set (e.g. 7 and 200).
@@ -32,7 +32,7 @@ from chatsite.runs.access import events_token
 from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
 from tests.security.helpers import open_run
 
-MAX_EXAMPLES = int(os.environ.get("CHATSITE_FUZZ_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("CHATSITE_FUZZ_EXAMPLES", "12"))
 SEED = int(os.environ.get("CHATSITE_FUZZ_SEED", "20261130"))
 # The mark makes pytest-django set up the test database; the tests themselves write nothing.
 pytestmark = pytest.mark.django_db
