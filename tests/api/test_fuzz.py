@@ -82,7 +82,7 @@ def test_api_conforms_to_its_schema(case, fuzz_key):
     key_id, secret = fuzz_key
     if (case.path_parameters or {}).get("key_id") == key_id:
         case.path_parameters["key_id"] = key_id + 10**6  # never revoke the key the fuzzer runs on
-    response = case.call(headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+    response = case.call(headers={"Authorization": f"Bearer {secret}"}, timeout=60)  # loaded box: a whole run
     case.validate_response(response, checks=CHECKS)
 
 

@@ -52,4 +52,3 @@ def test_a_quiet_tenants_run_starts_before_most_of_a_flooding_tenants(live_url, 
     assert waiting_when_quiet_came >= FLOOD // 2  # most of the flood was still queued when the quiet run came
     # in FIFO order all of those would start first; in fair order the quiet run takes the next free slot
     assert started_ahead_of_quiet <= SLOTS, (started_ahead_of_quiet, waiting_when_quiet_came)
-    assert runs.filter(started_at__gt=saved_quiet.started_at).count() > FLOOD // 2
