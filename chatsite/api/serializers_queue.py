@@ -22,6 +22,10 @@ class QueuedMessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "run": {"help_text": "The run it started (its reply's), once started."},
             "interrupted_run": {"help_text": "The run its 'send now' stopped (that reply ends `interrupted`)."},
             "error": {"help_text": "Why it was refused when its turn came; empty otherwise."},
+            "id": {"help_text": "The queued message's id (not the id of the message it becomes)."},
+            "content": {"help_text": "The message's text."},
+            "created_at": {"help_text": "When it was queued."},
+            "updated_at": {"help_text": "When it last changed (edited, sent now, started, withdrawn)."},
         }
 
     def get_place(self, item) -> int | None:
