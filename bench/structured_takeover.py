@@ -5,14 +5,16 @@ process group: the engine with it) past its lease at a random token of the reply
 worker takes the run up, its grammar advanced over the reply so far
 (inference.carried_grammar). A trial passes when the saved reply is valid JSON of its
 schema and equal to what the client streamed. Per shape and fault: trials, passes, the
-tokens at the fault, and the client's longest wait between two chunks.
+tokens at the fault, and the client's longest wait between two chunks; with --baseline,
+how many uncut replies of the same requests are valid (the small model, free to write
+any whitespace JSON allows, sometimes pads a reply to max_tokens: that is not the fault's).
 
 Real daphne, three Celery workers of the demo flagship pool (SmolLM2-135M-Instruct on
 vLLM's CPU build, temperature 0.7) and beat sweeping every second, on a fresh database and
 Redis db of the machine's servers; the lease is 4 s as in the tests. A killed worker is
 started again in the background while the other two go on. ~15-30 min on 2 busy cores.
 
-    .venv/bin/python -m bench.structured_takeover [--trials 20] [--kills 3]
+    .venv/bin/python -m bench.structured_takeover [--trials 20] [--kills 3] [--baseline 0] [--tag ""]
 """
 import argparse
 import json
@@ -34,6 +36,7 @@ from chatsite import redis_keys  # key names only; no Django
 OUT_MD = common.ROOT / "bench/out/structured_takeover.md"
 WORKERS = ("ta", "tb", "tc")
 PAUSE_LIMIT_SECONDS = 60
+MAX_TOKENS = 200
 REPORT = {"type": "object", "additionalProperties": False, "required": ["city", "country", "capital", "landmarks"],
           "properties": {"city": {"type": "string", "maxLength": 20},
                          "country": {"type": "string", "enum": ["France", "Italy", "Spain"]},
@@ -108,21 +111,22 @@ def tokens_streamed(r, run_id: int) -> int:
 
 def run_row(stack: Stack, run_id: int) -> tuple:
     with stack.sql() as conn:
-        return conn.execute("select r.status, r.attempt, r.worker, r.error, m.content from runs_generationrun r join "
+        return conn.execute("select r.status, r.attempt, r.worker, r.error, m.content, r.completion_tokens, "
+                            "r.finish_reason from runs_generationrun r join "
                             "chats_message m on m.id = r.assistant_message_id where r.id = %s", (run_id,)).fetchone()
 
 
 class Workers:
     """Three vLLM workers; a killed one is started again in the background."""
 
-    def __init__(self, stack: Stack):
+    def __init__(self, stack: Stack, names=WORKERS):
         self.stack = stack
         self.procs: dict[str, Proc] = {}
         self.ready: set[str] = set()
         self.lock = threading.Lock()
-        for name in WORKERS:
+        for name in names:
             self.procs[name] = self._launch(name)
-        for name in WORKERS:
+        for name in names:
             self.stack.wait_worker(name, self.procs[name], 1200)
             self.ready.add(name)
 
@@ -157,7 +161,7 @@ class Workers:
 
 def one_trial(stack: Stack, workers: Workers, base: str, auth: dict, shape: str, fault: str, at: int) -> dict:
     r = stack.redis()
-    body = {"model": common.POOL, "stream": True, "max_tokens": 200, "temperature": 0.7, **SHAPES[shape]}
+    body = {"model": common.POOL, "stream": True, "max_tokens": MAX_TOKENS, "temperature": 0.7, **SHAPES[shape]}
     chunks, arrivals, box = [], [], {}
 
     def inject(run_id: int) -> None:
@@ -197,24 +201,30 @@ def one_trial(stack: Stack, workers: Workers, base: str, auth: dict, shape: str,
     end = time.monotonic() + 60
     while (row := run_row(stack, run_id))[0] in ("queued", "running") and time.monotonic() < end:
         time.sleep(0.1)
-    status, attempt, worker, error, saved = row
+    status, attempt, worker, error, saved, completion_tokens, finish_reason = row
     client = streamed(shape, chunks)
     problem = (None if status == "completed" else f"{status}: {error}") or valid(shape, saved) or (
         None if same(shape, saved, client) else "the client streamed other text")
     return {"shape": shape, "fault": fault, "cut": True, "run": run_id, "at": box["at"], "attempt": attempt,
             "moved": (worker or "").split("@")[0] != box["holder"], "problem": problem,
             "longest_wait_s": max((b - a for a, b in zip(arrivals, arrivals[1:])), default=0.0),
+            "finish_reason": finish_reason, "completion_tokens": completion_tokens,
             "saved": saved, "client": client}
 
 
-def reference_tokens(stack: Stack, base: str, auth: dict, shape: str) -> int:
-    """How long the shape's reply is, uncut (the random points fall within it)."""
-    body = {"model": common.POOL, "max_tokens": 200, "temperature": 0.7, **SHAPES[shape]}
+def uncut(base: str, auth: dict, shape: str) -> dict:
+    """One reply of the shape with no fault: its length (the random points fall within
+    it), and whether it is valid (the baseline the trials are read against)."""
+    body = {"model": common.POOL, "max_tokens": MAX_TOKENS, "temperature": 0.7, **SHAPES[shape]}
     out = httpx.post(f"{base}/v1/chat/completions", json=body, headers=auth, timeout=300).json()
-    return out["usage"]["completion_tokens"]
+    message, reason = out["choices"][0]["message"], out["choices"][0]["finish_reason"]
+    text = message["content"] if shape == "json_schema" else json.dumps(
+        [{"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
+         for c in message.get("tool_calls") or ()] if reason != "length" else "<cut by length>")
+    return {"tokens": out["usage"]["completion_tokens"], "finish_reason": reason, "problem": valid(shape, text)}
 
 
-def write_report(trials: list[dict], command: str) -> str:
+def write_report(trials: list[dict], baselines: dict[str, list[dict]], command: str) -> str:
     lines = [f"# Structured takeover ({date.today()})", "", f"`{command}`", "",
              "| shape | fault | trials | valid JSON = streamed | tokens at the fault | client's longest wait s "
              "(median / max) |", "|---|---|---|---|---|---|"]
@@ -228,8 +238,14 @@ def write_report(trials: list[dict], command: str) -> str:
                          f"{min(t['at'] for t in rows)}-{max(t['at'] for t in rows)} | "
                          f"{statistics.median(waits):.1f} / {max(waits):.1f} |")
     failed = [t for t in trials if t["cut"] and t["problem"]]
-    lines += ["", f"Failed: {len(failed)}"] + [f"- run {t['run']} ({t['shape']}, {t['fault']} at {t['at']}): "
-                                                f"{t['problem']}; saved {t['saved']!r}" for t in failed]
+    lines += ["", f"Failed: {len(failed)}"] + [
+        f"- run {t['run']} ({t['shape']}, {t['fault']} at {t['at']}): {t['problem']}; finish_reason "
+        f"{t['finish_reason']} after {t['completion_tokens']} tokens; saved {t['saved'][:300]!r}" for t in failed]
+    if baselines:
+        lines += ["", "Uncut replies of the same requests (no fault), the baseline:"] + [
+            f"- {shape}: {sum(b['problem'] is None for b in rows)} of {len(rows)} valid; "
+            f"{sum(b['finish_reason'] == 'length' for b in rows)} cut by max_tokens ({MAX_TOKENS})"
+            for shape, rows in baselines.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -238,11 +254,16 @@ def main():
     parser.add_argument("--trials", type=int, default=20, help="cut trials per shape")
     parser.add_argument("--kills", type=int, default=3, help="of them SIGKILL (the rest: pauses)")
     parser.add_argument("--seed", type=int, default=433)
+    parser.add_argument("--baseline", type=int, default=0, help="uncut replies per shape, with no fault")
+    parser.add_argument("--tag", default="", help="a suffix of the database and the report's name")
     args = parser.parse_args()
-    command = f"bench.structured_takeover --trials {args.trials} --kills {args.kills} --seed {args.seed}"
+    command = (f"bench.structured_takeover --trials {args.trials} --kills {args.kills} --seed {args.seed} "
+               f"--baseline {args.baseline}" + (f" --tag {args.tag}" if args.tag else ""))
     started, rng = time.monotonic(), random.Random(args.seed)
-    stack = Stack(db_name="bench_takeover", private=False, CHATSITE_RUN_LEASE=4, LOG_LEVEL="INFO")
+    stack = Stack(db_name=f"bench_takeover{args.tag}", private=False, CHATSITE_RUN_LEASE=4, LOG_LEVEL="INFO",
+                  CHATSITE_ALLOW_VOLATILE_REDIS=1)  # the machine's Redis: no Redis fault is measured here
     trials: list[dict] = []
+    baselines: dict[str, list[dict]] = {}
     try:
         stack.manage("seed_demo")
         auth = {"Authorization": "Bearer " + stack.manage("create_api_key", "--user", "demo", "--name",
@@ -250,10 +271,16 @@ def main():
         _, base = stack.start_web()
         stack._start("beat", ["-m", "celery", "-A", "chatsite", "beat", "-l", "info", "-s",
                               str(common.LOG_DIR / f"beat-{common.free_port()}.schedule")], {"CHATSITE_SWEEP_SECONDS": 1})
-        workers = Workers(stack)
+        workers = Workers(stack, WORKERS if args.trials else WORKERS[:1])
         print(f"stack up in {time.monotonic() - started:.0f} s", flush=True)
         for shape in SHAPES:
-            length = reference_tokens(stack, base, auth, shape)
+            baselines[shape] = [uncut(base, auth, shape) for _ in range(args.baseline)]
+            if baselines[shape]:
+                print(f"{shape} uncut: {sum(b['problem'] is None for b in baselines[shape])} of {args.baseline} "
+                      f"valid", flush=True)
+            if not args.trials:
+                continue
+            length = uncut(base, auth, shape)["tokens"]
             faults = ["kill"] * args.kills + ["pause"] * (args.trials - args.kills)
             rng.shuffle(faults)
             for fault in faults:
@@ -269,12 +296,13 @@ def main():
                       f"{trial['longest_wait_s']:.1f} s", flush=True)
     finally:
         stack.stop()
-    common.write_json("structured_takeover.json", [{k: v for k, v in t.items()} for t in trials])
-    report = write_report(trials, command)
-    OUT_MD.write_text(report)
+    common.write_json(f"structured_takeover{args.tag}.json", {"trials": trials, "baselines": baselines})
+    report = write_report(trials, baselines, command)
+    out_md = OUT_MD.with_name(f"structured_takeover{args.tag}.md")
+    out_md.write_text(report)
     print()
     print(report)
-    print(f"{OUT_MD} ({time.monotonic() - started:.0f} s)")
+    print(f"{out_md} ({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":
