@@ -100,6 +100,10 @@ def word_logprobs(request: GenerationRequest, words: list[str]) -> list[TokenLog
     return out
 
 
+def _constrained(request: GenerationRequest) -> bool:
+    return request.json_schema is not None or request.json_object or request.guide is not None
+
+
 def _hand_out(req: _Active, finish_reason: str | None) -> None:
     """One output: the words made since the request's last one (the last output when
     `finish_reason` is set)."""
@@ -141,17 +145,20 @@ class FakeBackend:
     def reply_words(self, request: GenerationRequest) -> list[str]:
         """The reply's words (a constrained reply's pieces). A prompt that carries on a
         reply this engine began (earlier attempts' text after the generation prompt: a
-        worker that died) gets the rest of that reply, as a model would write it."""
+        worker that died) gets the rest of that reply, as a model would write it; a
+        constrained one only if its `carried_ids` are that text (the grammar is carried on)."""
         begun = self._begun(request)
+        if begun is not None and _constrained(request) and self.tokenizer.decode(request.carried_ids) != begun[1]:
+            begun = None  # vLLM's grammar starts afresh unless told what was written: a second value follows
         if begun is not None:
             base_ids, text = begun
             whole = self._fresh_words(dataclasses.replace(request, prompt_token_ids=base_ids,
                                                           max_tokens=request.max_tokens + len(text)))
             written = ""
-            for k, word in enumerate(whole):
+            for k in range(len(whole) + 1):  # the whole reply carried: nothing more to write
                 if written == text:
                     return whole[k:k + request.max_tokens]
-                written += word
+                written += whole[k] if k < len(whole) else ""
         return self._fresh_words(request)
 
     def _begun(self, request: GenerationRequest) -> tuple[list[int], str] | None:
@@ -194,6 +201,9 @@ class FakeBackend:
 
     async def add(self, request: GenerationRequest, emit) -> None:
         words = self.reply_words(request)
+        if not words:  # earlier attempts wrote the whole reply: it ends here, as the model's end of text ends it
+            emit(Chunk("", 0, True, "stop", len(request.prompt_token_ids)))
+            return
         fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
         reason = "length" if len(words) == request.max_tokens else "stop"
         window = self.output_window() if callable(self.output_window) else self.output_window

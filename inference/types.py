@@ -80,6 +80,10 @@ class GenerationRequest:
     logit_bias: tuple[tuple[int, float], ...] = ()
     allowed_token_ids: tuple[int, ...] | None = None
     guide: tuple[str, str] | None = None
+    # A constrained reply carried on from earlier attempts: the token ids of the text they
+    # wrote (at the prompt's end), which the grammar reads before its first token here
+    # (inference.carried_grammar). Empty: the grammar starts at this request's first token.
+    carried_ids: tuple[int, ...] = ()
     # Per-token details beyond the text, asked for by few runs: the prompt's log
     # probabilities (k alternatives, as `logprobs`), each generated token's id, and
     # generated tokens named "token_id:N" in log probabilities rather than by their text.

@@ -4,6 +4,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from inference.carried_grammar import SCHEDULER, carried_extra_args
 from inference.constraint_check import ConstraintCheck
 from inference.cpu_affinity import colocate_engine_core
 from inference.engine_lifetime import engine_dies_with_parent
@@ -52,6 +53,7 @@ def sampling_params(request: GenerationRequest, interval: int = 1):
         logit_bias=dict(request.logit_bias) or None,
         allowed_token_ids=list(request.allowed_token_ids) if request.allowed_token_ids is not None else None,
         prompt_logprobs=request.prompt_logprobs,
+        extra_args=carried_extra_args(request.carried_ids) if structured is not None else None,
     )
 
 
@@ -148,7 +150,9 @@ class VllmBackend:
         log.info("engine %s: loading %s", self.spec.pool, self.spec.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.spec.model)
         engine_dies_with_parent()  # however this process dies, its engine does not stay behind
-        self.engine = AsyncLLM.from_engine_args(self.spec.engine_args(), stat_loggers=stat_loggers(self))
+        args = self.spec.engine_args()
+        args.scheduler_cls = SCHEDULER  # a constrained reply carried on keeps its grammar (inference.carried_grammar)
+        self.engine = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers(self))
         colocate_engine_core(enabled=self.colocate)
         # vLLM reads its settings from the environment on every access (in the front end,
         # for every request at every engine step); its engine core caches them once

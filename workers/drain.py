@@ -5,8 +5,10 @@ Two modes, by name:
   boundary (the engine aborts it; no terminal entry), and another worker of the pool
   claims it and carries on from the run's stream at the next seq. The worker holds
   nothing within a second or two, however long its replies were going to take. A
-  constrained reply (a JSON Schema, a guide), which no other attempt can carry on,
-  may finish until the deadline first.
+  constrained reply (a JSON Schema, a tool call, a guide) may finish until the
+  deadline first: another attempt carries it on too (its grammar advanced over the
+  reply so far: inference.carried_grammar), but such a reply is mostly read whole (a
+  call, a JSON value), so a hand-over only delays it.
 - `finish`: runs may finish until the deadline; the rest are then handed back.
 
 On SIGTERM (`shutdown_mode`) a `handoff` drain becomes `finish` when no other worker of
@@ -47,9 +49,8 @@ def shutdown_mode(*, pool: str, worker_name: str) -> str:
 
 def drain(rt, *, mode: str, deadline_seconds: float) -> float:
     """Drain `rt` (workers.runtime.Runtime): stop taking work, then in `handoff` mode hand
-    every run back at once (a constrained reply, which no other worker can carry on, may
-    finish until the deadline first), in `finish` mode let them all finish until the
-    deadline and hand back the rest. Returns when the worker holds no run (its runs'
+    every run back at once (a constrained reply may finish until the deadline first), in
+    `finish` mode let them all finish until the deadline and hand back the rest. Returns when the worker holds no run (its runs'
     leases released and each run dispatched again), or RELEASE_WAIT_SECONDS after the
     deadline; the seconds it took."""
     check_mode(mode)

@@ -81,9 +81,10 @@ def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
 
 
 def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: list[int],
-                   max_tokens: int) -> GenerationRequest:
+                   max_tokens: int, carried_ids: tuple[int, ...] = ()) -> GenerationRequest:
     """The engine request for `run`: its saved sampling (runs admitted before a knob
-    existed lack its key and get the engine's default)."""
+    existed lack its key and get the engine's default); `carried_ids`, a constrained
+    reply's tokens earlier attempts wrote, which its grammar reads first."""
     s = run.sampling
     fmt = s.get("response_format") or {}
     schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
@@ -99,6 +100,7 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
         allowed_token_ids=tuple(allowed) if allowed is not None else None,
         guide=tuple(guide) if guide is not None else None, prompt_logprobs=s.get("prompt_logprobs"),
         token_ids=bool(s.get("return_token_ids")), tokens_as_ids=bool(s.get("return_tokens_as_token_ids")),
+        carried_ids=carried_ids,
     )
 
 
@@ -142,8 +144,8 @@ def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
 
 
 def constrained(run: GenerationRun) -> bool:
-    """A reply under a grammar (a response_format, a guide): the engine cannot take one up
-    in the middle of its output, so no other attempt can carry it on."""
+    """A reply under a grammar (a response_format, a guide): another attempt carries it on
+    only with its grammar advanced over the reply so far (carried_ids)."""
     return bool(run.sampling.get("response_format") or run.sampling.get("guide"))
 
 
@@ -170,24 +172,30 @@ class _Ready:
     plan: object  # inference.prompt's plan
     remaining: int
     capped: bool
+    carried_ids: tuple[int, ...] = ()  # a constrained reply's tokens so far, for its grammar
+
+
+def _carried_ids(rt: Runtime, run: GenerationRun, plan, so_far: str) -> tuple[int, ...] | None:
+    """The ids a constrained reply's grammar reads before the engine goes on (the prompt's
+    tail that is the reply so far: inference.carried_grammar), () when there is nothing to
+    carry, None when that tail is not exactly the text the client has (a prefill whose last
+    token merged with the reply's first): the grammar could not take it up as streamed."""
+    if not so_far or not constrained(run):
+        return ()
+    ids = tuple(plan.token_ids[len(plan.token_ids) - plan.num_carried_tokens:])
+    return ids if ids and rt.host.decode(list(ids)) == so_far else None
 
 
 def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tuple[dict, str] | _Ready:
     """Before the engine: the run's terminal entry and outcome when it ends here (a gap
-    in what earlier attempts wrote, a cancel, a constrained reply cut off part-way, a
-    schema the engine cannot take, no tokens left, a prompt too long, the budget spent),
-    else what it goes to the engine with."""
+    in what earlier attempts wrote, a cancel, a schema the engine cannot take, no tokens
+    left, a prompt too long, a constrained reply whose text so far its grammar cannot be
+    given, the budget spent), else what it goes to the engine with."""
     if reply.gap is not None:
         return codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed"
     if cancel_asked:
         return codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                  completion_tokens=reply.completion_tokens), "cancelled"
-    if reply.text and constrained(run):
-        # The engine cannot take up a grammar in the middle of its output: carrying on
-        # would start a second JSON value after the first's beginning. Say so instead.
-        return codec.error_fields(code="structured_output_interrupted", message=(
-            "the worker generating this JSON reply stopped part-way, and a constrained reply cannot be carried "
-            "on by another; send the request again")), "failed"
     refused = _constraint_refused(rt, run)
     if refused is not None:
         return refused, "failed"
@@ -205,6 +213,13 @@ def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tu
         return codec.error_fields(code="context_length_exceeded", message=(
             f"the messages are more than the {rt.pool.context_length - remaining} prompt tokens the model has "
             f"room for with a reply of up to {remaining} tokens; shorten them or ask for fewer max_tokens")), "failed"
+    carried_ids = _carried_ids(rt, run, plan, reply.text)
+    if carried_ids is None:
+        # Carried on from a grammar's start, the reply would be a second JSON value after
+        # the first's beginning. Say so instead.
+        return codec.error_fields(code="structured_output_interrupted", message=(
+            "the worker generating this constrained reply stopped part-way, and its text so far cannot be "
+            "carried on under its format; send the request again")), "failed"
     # What earlier attempts streamed is in this prompt (the engine carries on from it) but
     # is billed once, as completion: the prompt billed is the rest.
     prompt_tokens = len(plan.token_ids) - plan.num_carried_tokens
@@ -216,7 +231,7 @@ def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tu
         if remaining <= 0:
             return codec.done_fields(finish_reason="budget", prompt_tokens=prompt_tokens,
                                      completion_tokens=reply.completion_tokens), "finalized"
-    return _Ready(plan, remaining, capped)
+    return _Ready(plan, remaining, capped, carried_ids)
 
 
 def _generate_claimed(rt: Runtime, claim: Claim) -> str:
@@ -239,7 +254,7 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
             rt.writer.hand_back([active.request_id])
         else:
             rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
-                                          max_tokens=remaining))
+                                          max_tokens=remaining, carried_ids=ready.carried_ids))
             stage_trace.mark("worker.submitted", run.pk)
             connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()

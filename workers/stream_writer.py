@@ -70,7 +70,7 @@ class ActiveRun:
     # `prompt_logprobs` the engine's log probabilities of it; None: nothing asked for.
     prompt_extra: dict | None = None
     prompt_logprobs: bool = False
-    # Another attempt can carry it on from its stream (a constrained reply cannot: workers.generation).
+    # A drain hands it over at once (a constrained reply may finish first: workers.drain).
     resumable: bool = True
     cancel_requested: bool = False
     outcome: str = ""

@@ -9,6 +9,7 @@ from chatsite import stage_trace
 from chatsite.metrics.scaling import pools_record_recommendations
 from chatsite.openai_api.responses.services import responses_forget_ended
 from chatsite.runs.queues import GENERATE_TASK
+from chatsite.runs.services.queued import queues_sweep
 from chatsite.runs.services.sweep import runs_sweep
 from workers import runtime
 from workers.app import app
@@ -53,9 +54,9 @@ def generate_run(run_id: int, tier: str | None = None, tenant: int | None = None
 @app.task(name="workers.sweep_runs")
 def sweep_runs() -> dict:
     """Beat: finalize runs whose worker vanished after the end; dispatch again the
-    runs no live attempt holds; forget the text of unstored responses that ended
-    while no client waited for them."""
-    return {**runs_sweep(), "responses_forgotten": responses_forget_ended()}
+    runs no live attempt holds; start the chats' queues no run's end started; forget the
+    text of unstored responses that ended while no client waited for them."""
+    return {**runs_sweep(), "queues_started": queues_sweep(), "responses_forgotten": responses_forget_ended()}
 
 
 @app.task(name="workers.record_scale_recommendations")

@@ -26,7 +26,8 @@ RUN_FIELD_HELP = {
     "finished_at": "When it ended.",
     "prompt_tokens": "Tokens of the prompt the model read (set when the run ends).",
     "completion_tokens": "Tokens of the reply (set when the run ends).",
-    "finish_reason": "stop, length, budget, cancelled or error; empty while the run goes on.",
+    "finish_reason": "stop, length, budget, cancelled, interrupted (stopped by a queued message's 'send now') or "
+                     "error; empty while the run goes on.",
     "error": "Why a failed run failed ('code: message'); empty otherwise.",
 }
 
@@ -191,10 +192,14 @@ class MessageCreateRequest(serializers.Serializer):
                                    help_text="Scheduling tier; batch runs yield to interactive ones.")
     ignore_eos = serializers.BooleanField(required=False, help_text="Generate exactly max_tokens (benchmarks).")
     stream = serializers.BooleanField(required=False, help_text=STREAM_HELP)
+    queue = serializers.BooleanField(required=False, help_text="true: while a reply is being written in the chat, "
+                                     "queue the message (it starts when the replies before it end) instead of "
+                                     "a 409.")
 
 
 class FirstMessageRequest(MessageCreateRequest):
     stream = None  # the request's own `stream` says it
+    queue = None  # a new chat has no reply to wait for
 
 
 class ChatCreateWithSettings(ChatCreateRequest, ChatSettings):
@@ -204,7 +209,7 @@ class ChatCreateWithSettings(ChatCreateRequest, ChatSettings):
 
 
 class MessageEditRequest(MessageCreateRequest):
-    pass
+    queue = None  # an edit is a new version of a message sent: it waits for nothing
 
 
 class RegenerateRequest(serializers.Serializer):

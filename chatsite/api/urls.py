@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatsite.api import views_account, views_chats, views_feedback, views_messages, views_runs, views_shares
+from chatsite.api import views_account, views_chats, views_feedback, views_messages, views_queue, views_runs, views_shares
 from chatsite.api.async_path import on_the_loop
 
 MESSAGE = "chats/<int:chat_id>/messages/<int:message_id>/"
@@ -19,6 +19,9 @@ urlpatterns = [
     path(MESSAGE + "edit", on_the_loop(views_messages.EditView)),
     path(MESSAGE + "continue", on_the_loop(views_messages.ContinueView)),
     path(MESSAGE + "select", views_messages.SelectView.as_view()),
+    path("chats/<int:chat_id>/queue/", views_queue.QueueListView.as_view()),
+    path("chats/<int:chat_id>/queue/<int:queued_id>/", views_queue.QueuedDetailView.as_view()),
+    path("chats/<int:chat_id>/queue/<int:queued_id>/send-now", on_the_loop(views_queue.QueuedSendNowView)),
     path("chats/<int:chat_id>/shares/", views_shares.ShareListView.as_view()),
     path("chats/<int:chat_id>/shares/<int:share_id>/", views_shares.ShareDetailView.as_view()),
     path("shared/<str:token>", views_shares.SharedChatView.as_view()),

@@ -1,7 +1,8 @@
 """A chat's messages: the chosen path, sending, and the actions on one message
 (regenerate, edit, continue, choose a version)."""
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (OpenApiExample, OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer,
+                                   extend_schema)
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
@@ -10,6 +11,8 @@ from rest_framework.views import APIView
 from chatsite.api import serializers as s
 from chatsite.api.mixins import TenantScoped
 from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
+from chatsite.api.serializers_queue import QueuedResponse
+from chatsite.api.views_queue import queued_data
 from chatsite.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, PAGE_PARAMETERS
 from chatsite.api.streamed import streamed, wants_stream
 from chatsite.chats.selectors import chat_get, message_get, path_page, versions_of
@@ -17,6 +20,7 @@ from chatsite.runs.services.chat_edits import message_select
 from chatsite.errors import InvalidInput
 from chatsite.runs.admission import Admitted, Ask, Caller, Continue, InChat, Regenerate, Send, run_admit
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.queued import message_send_or_queue
 from chatsite.tenancy.credentials import KeyRead
 
 TAGS = ["chats"]
@@ -119,6 +123,16 @@ def turn_ask(view, data: dict, where, turn, *sampling_names) -> Ask:
 
 
 SEND_SAMPLING = ("max_tokens", "temperature", "top_p", "stop", "seed", "ignore_eos")
+SENT_OR_QUEUED = PolymorphicProxySerializer(
+    component_name="MessageSentOrQueued", serializers=[s.MessagePostedResponse, QueuedResponse],
+    resource_type_field_name=None)
+
+
+def _queue(data: dict) -> bool:
+    queue = data.get("queue", False)
+    if not isinstance(queue, bool):
+        raise InvalidInput("queue must be true (wait for the reply being written) or false", field="queue")
+    return queue
 
 
 class MessageListView(TenantScoped, APIView):
@@ -148,19 +162,27 @@ class MessageListView(TenantScoped, APIView):
                     "`model` answers this one message with another model; the chat keeps its own. Sampling left "
                     "out comes from the chat's settings, then the model's defaults. "
                     "Send an `Idempotency-Key` header to make retries safe: a repeat returns the first run "
-                    "(202) instead of creating another. One reply at a time per chat (409 otherwise). "
+                    "(202) instead of creating another. One reply at a time per chat: 409 while a reply is "
+                    "being written, unless `\"queue\": true`, which queues the message instead (202 with "
+                    "`queued_message` and its `place`; with `stream` too, the same JSON): it starts when the "
+                    "replies before it end, in order (GET .../queue/ lists the waiting ones). "
                     "A refused message writes nothing.",
         request=s.MessageCreateRequest,
         examples=[OpenApiExample("A question", request_only=True, value={
             "content": "What does a for loop do?", "max_tokens": 16, "temperature": 0.7, "seed": 1})],
-        parameters=[IDEMPOTENCY], responses={202: s.MessagePostedResponse, **STREAMED,
-                                             **run_errors(MODEL_RULE, MAX_TOKENS_RULE, CONTENT_RULE)},
+        parameters=[IDEMPOTENCY], responses={202: SENT_OR_QUEUED, **STREAMED, **run_errors(
+            MODEL_RULE, MAX_TOKENS_RULE, CONTENT_RULE, "`queue` true while 20 messages wait in the chat already")},
     )
     def post(self, request, chat_id: int):
         data = self.body()
         stream = wants_stream(data)  # checked before anything is written
         ask = turn_ask(self, data, InChat(chat_id), Send(data.get("content")), *SEND_SAMPLING)
-        return _posted(request, run_admit(ask), stream)
+        if not _queue(data):
+            return _posted(request, run_admit(ask), stream)
+        sent = message_send_or_queue(ask=ask)
+        if isinstance(sent, Admitted):
+            return _posted(request, sent, stream)
+        return Response({"queued_message": queued_data(sent)}, status=status.HTTP_202_ACCEPTED)
 
 
 class _MessageAction(TenantScoped, APIView):

@@ -85,3 +85,40 @@ class ChatShare(models.Model):
 
     def __str__(self) -> str:
         return f"share {self.pk} of chat {self.chat_id}"
+
+
+class QueuedMessage(models.Model):
+    """A message sent while a reply was being written: it waits in its chat, in `position`
+    order, and starts (through the one door) when the reply in progress ends, one at a time
+    (chatsite.runs.services.queued). Until then its owner may edit or withdraw it, or send
+    it now: the reply in progress stops and this one runs next (`interrupted_run`)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        STARTED = "started"
+        WITHDRAWN = "withdrawn"
+        REFUSED = "refused"  # the door refused it when its turn came (`error` says why)
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="queued_messages")
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    content = models.TextField()
+    # The run's settings as sent with the message: {"sampling": {...}, "model", "tier", "source"}.
+    request = models.JSONField(default=dict)
+    position = models.BigIntegerField(help_text="Order in the chat's queue (smallest first).")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    run = models.OneToOneField("runs.GenerationRun", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="queued_message", help_text="The run it started.")
+    interrupted_run = models.ForeignKey("runs.GenerationRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+", help_text="The reply its 'send now' stopped.")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        indexes = [models.Index(fields=["chat", "position"], condition=models.Q(state="queued"),
+                                name="chats_queued_waiting")]
+
+    def __str__(self) -> str:
+        return f"queued {self.pk} of chat {self.chat_id} ({self.state})"

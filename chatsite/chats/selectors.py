@@ -6,7 +6,7 @@ from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchVe
 from django.db.models import OuterRef, Q, Subquery
 
 from chatsite.chats import tree
-from chatsite.chats.models import SEARCH_CONFIG, Chat, Message
+from chatsite.chats.models import SEARCH_CONFIG, Chat, Message, QueuedMessage
 from chatsite.errors import InvalidInput, NotFound
 
 MAX_QUERY_CHARS = 200
@@ -151,3 +151,15 @@ def chat_search(*, tenant, user, q, limit: int = 20) -> list[Chat]:
     for chat in out:
         chat.snippet = chat.snippet or ""
     return out
+
+
+def queue_of(*, chat: Chat) -> list[QueuedMessage]:
+    """The chat's messages waiting their turn (chatsite.runs.services.queued), first first."""
+    return list(QueuedMessage.objects.filter(chat=chat, state=QueuedMessage.State.QUEUED).order_by("position", "id"))
+
+
+def queued_places(*, chat: Chat) -> dict[int, int]:
+    """Each waiting message's place in its chat's queue (1: it starts next)."""
+    ids = QueuedMessage.objects.filter(chat=chat, state=QueuedMessage.State.QUEUED).order_by(
+        "position", "id").values_list("id", flat=True)
+    return {pk: place for place, pk in enumerate(ids, 1)}

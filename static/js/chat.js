@@ -59,6 +59,7 @@
     syncComposer();
     if (!matchMedia("(max-width: 820px)").matches) input.focus({ preventScroll: true });
     ns.live.start(page.events_after, onEvent);
+    ns.queue.refresh();
   }
 
   /* ---- composer -------------------------------------------------------- */
@@ -78,7 +79,7 @@
   }
 
   const HINT_IDLE = ["#Enter", " to send · ", "#Shift", "+", "#Enter", " for a new line"];
-  const HINT_BUSY = ["Writing a reply… ", "#Esc", " or the stop button to stop it"];
+  const HINT_BUSY = ["Writing a reply… ", "#Enter", " to queue a message · ", "#Esc", " to stop"];
 
   function autosize() {
     input.style.height = "auto";
@@ -115,7 +116,7 @@
 
   function submit() {
     const content = input.value;
-    if (!content.trim() || state.active || state.sending) return;
+    if (!content.trim() || state.sending || (state.active && !state.chat)) return;
     if (showCount() > LIMIT) {  // kept in the box, with how much to cut
       count.setAttribute("role", "alert");
       ns.announce(count.textContent);
@@ -125,8 +126,12 @@
     input.value = "";
     autosize();
     input.focus();
-    post({ content, key: ns.api.newKey(), el: addUserBubble(content) });
+    if (state.active) ns.queue.add(content, { started: (data) => started(data, addUserBubble(content)), back });
+    else post({ content, key: ns.api.newKey(), el: addUserBubble(content) });
   }
+
+  /* A message not queued goes back to the message box (before a draft typed meanwhile). */
+  function back(content) { input.value = content + (input.value ? "\n\n" + input.value : ""); syncComposer(); }
 
   function addUserBubble(content) {
     empty.hidden = true;
@@ -279,6 +284,7 @@
     if (!state.chat || ev.chat !== state.chat.id) return;
     if (ev.type === "chat.deleted") { if (!state.leaving) location.assign("/"); return; }  // gone elsewhere
     if (ev.type === "chat.updated") { refreshChat(); return; }
+    if (ev.type === "chat.queue") { ns.queue.refresh(); return; }
     if (ev.type === "chat.path") onChatPath(ev);
   }
 

@@ -4,7 +4,7 @@
 (function (ns) {
   "use strict";
 
-  const TYPES = ["chat.created", "chat.updated", "chat.deleted", "chat.path"];
+  const TYPES = ["chat.created", "chat.updated", "chat.deleted", "chat.path", "chat.queue"];
 
   function start(after, onEvent) {
     let last = after || "";

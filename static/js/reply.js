@@ -7,7 +7,8 @@
   "use strict";
 
   const TERMINAL = ["completed", "failed", "cancelled"];
-  const FINISH_BADGES = { length: "Reached the length limit", budget: "Stopped: budget used up" };
+  const FINISH_BADGES = { length: "Reached the length limit", budget: "Stopped: budget used up",
+                          interrupted: "Interrupted: a queued message was sent now" };
   const STATS_POLL_MS = [80, 200, 400, 800, 1500, 3000];
   const { span, footButton, versionNav } = ns.ui;
 
@@ -243,7 +244,7 @@
         this.foot.append(more);
       }
       if (run.status !== "failed") this.foot.append(...ns.feedback.buttons(this));
-      const badge = run.status === "cancelled" ? "Stopped" : FINISH_BADGES[run.finish_reason];
+      const badge = FINISH_BADGES[run.finish_reason] || (run.status === "cancelled" ? "Stopped" : undefined);
       if (badge) this.foot.append(span("badge", badge));
       this.foot.append(statsNode(run, this.completionTokens));
       if (run.status === "failed") {

@@ -37,7 +37,7 @@ DATA_RULES = {
     "chats_create": {"model", "max_tokens", "message.model", "message.max_tokens", "message.content", "stream"},
     "chats_update": {"model", "max_tokens"},
     "chats_list": {"before"},
-    "messages_create": {"model", "max_tokens", "content"},
+    "messages_create": {"model", "max_tokens", "content", "queue"},
     "messages_edit": {"model", "max_tokens", "content", "message"},
     "messages_regenerate": {"model", "max_tokens", "message"},
     "messages_continue": {"max_tokens", "message"},

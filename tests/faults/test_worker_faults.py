@@ -6,6 +6,7 @@ import time
 import httpx
 import pytest
 
+from chatsite.chats.models import QueuedMessage
 from chatsite.runs.models import GenerationRun
 from tests import stack
 from tests.factories import ChatFactory, PoolFactory
@@ -165,3 +166,55 @@ def test_three_devices_at_start_mid_run_and_after_the_end_see_identical_text(fau
     t2.join(60)
     late = follow(run["events_url"], auth, base_urls=[base])
     assert_nothing_lost(fault_redis_client, run["id"], b1["result"].text, b2["result"].text, late.text)
+
+
+# --- queued messages (chatsite.runs.services.queued): durable, none lost, none twice ---
+
+def _queue(base, auth, chat_id, content):
+    resp = httpx.post(f"{base}/api/chats/{chat_id}/messages/", headers=auth, timeout=30,
+                      json={"content": content, "queue": True, "max_tokens": 20, "ignore_eos": True})
+    assert resp.status_code == 202 and resp.json()["queued_message"]["state"] == "queued", resp.text
+    return resp.json()["queued_message"]
+
+
+def _all_started_once(fault_redis_client, chat, first_run_id, queued: list[dict], timeout=90):
+    """Each queued message started exactly once, in order, one after the other's end, and
+    every reply (the first's included) is whole."""
+    end = time.monotonic() + timeout
+    while QueuedMessage.objects.filter(chat=chat, state="queued").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    items = list(QueuedMessage.objects.filter(pk__in=[q["id"] for q in queued]).order_by("position", "id"))
+    assert [(i.content, i.state) for i in items] == [(q["content"], "started") for q in queued]
+    runs = [assert_nothing_lost(fault_redis_client, first_run_id)] + [
+        assert_nothing_lost(fault_redis_client, i.run_id) for i in items]
+    assert [r.status for r in runs] == ["completed"] * len(runs)
+    for before, after in zip(runs, runs[1:]):
+        assert before.finished_at <= after.queued_at  # one at a time, in order
+        assert after.user_message.parent_id == before.assistant_message_id
+    assert GenerationRun.objects.filter(chat=chat).count() == len(runs)  # none twice
+    for q in queued:
+        assert GenerationRun.objects.filter(chat=chat, user_message__content=q["content"]).count() == 1
+
+
+def test_queued_messages_survive_a_worker_killed_mid_reply(fault_stack, fault_redis_client, chat, auth):
+    base = fault_stack["webs"][0]
+    run = post(base, auth, chat.pk, max_tokens=300, ignore_eos=True)
+    queued = [_queue(base, auth, chat.pk, text) for text in ("queued one", "queued two")]
+    holder = holder_of(run["id"])
+    while streamed(fault_redis_client, run["id"]) < 50:
+        time.sleep(0.005)
+    fault_stack["workers"][holder].signal(signal.SIGKILL)
+    _all_started_once(fault_redis_client, chat, run["id"], queued)
+    assert GenerationRun.objects.get(pk=run["id"]).attempt == 2  # the reply carried on elsewhere
+    replace_worker(fault_stack, holder)
+
+
+def test_queued_messages_survive_the_web_process_that_took_them(fault_stack, fault_redis_client, chat, auth):
+    extra, url = stack.start_web(fault_stack["env"])
+    run = post(url, auth, chat.pk, max_tokens=300, ignore_eos=True)
+    queued = [_queue(url, auth, chat.pk, text) for text in ("after the restart", "and then this")]
+    extra.signal(signal.SIGKILL)  # the web process that queued them is gone; another serves the user
+    listed = httpx.get(f"{fault_stack['webs'][1]}/api/chats/{chat.pk}/queue/", headers=auth, timeout=30)
+    assert [m["content"] for m in listed.json()["results"]] == ["after the restart", "and then this"]
+    _all_started_once(fault_redis_client, chat, run["id"], queued)
+    extra.stop()

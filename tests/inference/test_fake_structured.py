@@ -63,3 +63,23 @@ def test_a_reply_carried_on_after_a_failover_is_the_rest_of_the_same_reply(field
     again = assemble(backend.tokenizer, asked, max_prompt_tokens=10_000, tools=fields.get("tools"), carried=carried)
     rest = backend.reply_words(GenerationRequest("r", again.token_ids, 500 - 7, seed=5))
     assert carried + "".join(rest) == "".join(whole) and len(rest) == len(whole) - 7
+
+
+@pytest.mark.parametrize("cut", [1, 4, 9])
+def test_a_constrained_reply_carried_on_with_its_ids_ends_as_the_whole_value_and_without_them_breaks(cut):
+    backend = FakeBackend()
+    asked, schema = [{"role": "user", "content": "Hi"}], json.dumps(SCHEMAS[0])
+    whole = _reply(backend, asked, json_schema=schema)
+    so_far = "".join(backend.reply_words(GenerationRequest(
+        "r", assemble(backend.tokenizer, asked, max_prompt_tokens=10_000).token_ids, 500, seed=5,
+        json_schema=schema))[:cut])
+    plan = assemble(backend.tokenizer, asked, max_prompt_tokens=10_000, carried=so_far)
+    carried = tuple(plan.token_ids[len(plan.token_ids) - plan.num_carried_tokens:])
+
+    def rest(ids):
+        return "".join(backend.reply_words(GenerationRequest("r", plan.token_ids, 500, seed=5, json_schema=schema,
+                                                             carried_ids=ids)))
+
+    assert so_far + rest(carried) == whole  # the grammar carried on: the same value, whole
+    with pytest.raises(ValueError):  # as vLLM's grammar started afresh: a second value after the first's start
+        json.loads(so_far + rest(()))

@@ -48,9 +48,22 @@ def run_finalize(*, run_id: int, also=None) -> GenerationRun | None:
         if run is None:
             raise GenerationRun.DoesNotExist(f"no run {run_id}")
         return run
-    run, pool_name = finished
-    observe_latencies(pool_name, {"ttft": run.ttft_ms, "itl": run.itl_ms})
+    run = finished.run
+    observe_latencies(finished.pool_name, {"ttft": run.ttft_ms, "itl": run.itl_ms})
+    if finished.queue_waiting:
+        _queue_next(run.chat_id)
     return run
+
+
+def _queue_next(chat_id: int) -> None:
+    """Start the chat's next queued message: every ending (completed, stopped, failed,
+    swept) passes here once. A failure is logged: the sweep starts a queue left waiting."""
+    # Imported here: the queue starts its message through the door, which imports this module.
+    from chatsite.runs.services.queued import queue_advance
+    try:
+        queue_advance(chat_id=chat_id)
+    except Exception:
+        logger.exception("chat %s: could not start its next queued message; the sweep will", chat_id)
 
 
 def run_end(*, run_id: int, lease_token: str, fields: dict) -> GenerationRun | None:

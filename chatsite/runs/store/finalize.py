@@ -5,7 +5,7 @@ CPU than the rest of the finalize (bench.per_run)."""
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from chatsite.chats.models import Message
+from chatsite.chats.models import Message, QueuedMessage
 from chatsite.quotas.models import TenantQuota, TenantUsage
 from chatsite.quotas.periods import period_start_sql
 from chatsite.runs.models import GenerationRun
@@ -50,6 +50,19 @@ def _settle(run: str) -> str:
             f'used_tokens = u.used_tokens + EXCLUDED.used_tokens')
 
 
+_QUEUED = QueuedMessage._meta.db_table
+# A stopped run whose stop a queued message's "send now" asked for ends "interrupted".
+_REASON = (f"CASE WHEN %(finish_reason)s::text = 'cancelled' AND EXISTS (SELECT 1 FROM \"{_QUEUED}\" i "
+           f"WHERE i.interrupted_run_id = r.id) THEN 'interrupted' ELSE %(finish_reason)s END")
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    run: GenerationRun  # as saved
+    pool_name: str
+    queue_waiting: bool  # messages wait in the run's chat's queue (chats.QueuedMessage)
+
+
 # r: the run, if it is not terminal yet, locked (FOR UPDATE OF the run only: locking the
 # quota row the join reads deadlocked with admissions); a second finalize waits here for the
 # first to commit, then finds the run terminal and changes nothing. The choices of a
@@ -62,7 +75,7 @@ _FINISH = prepared(
     f'FROM "{_RUNS}" g LEFT JOIN "{TenantQuota._meta.db_table}" q ON q.tenant_id = g.tenant_id '
     f'WHERE g.id = %(run_id)s AND g.status NOT IN {sql_in(GenerationRun.TERMINAL)} FOR UPDATE OF g), '
     f'saved AS (UPDATE "{_RUNS}" g SET status = %(status)s, finished_at = %(finished_at)s, '
-    f'completion_tokens = %(completion_tokens)s, finish_reason = %(finish_reason)s, '
+    f'completion_tokens = %(completion_tokens)s, finish_reason = {_REASON}, '
     f'prompt_tokens = COALESCE(%(prompt_tokens)s::integer, g.prompt_tokens), error = COALESCE(%(error)s, g.error), '
     f'first_token_at = COALESCE(%(first_token_at)s::timestamptz, g.first_token_at), '
     f'ttft_ms = CASE WHEN %(first_token_at)s::timestamptz IS NULL THEN g.ttft_ms '
@@ -74,20 +87,22 @@ _FINISH = prepared(
     f'reply AS (UPDATE "{Message._meta.db_table}" m SET content = m.content || %(text)s, '
     f'token_count = m.token_count + %(completion_tokens)s FROM r WHERE m.id = r.assistant_message_id), '
     f'settled AS ({_settle("r")}) '
-    f'SELECT {_SAVED.sql}, p.name FROM saved s JOIN "{_POOLS}" p ON p.id = s.pool_id')
+    f'SELECT {_SAVED.sql}, p.name, EXISTS (SELECT 1 FROM "{_QUEUED}" q WHERE q.chat_id = s.chat_id '
+    f"AND q.state = 'queued') "
+    f'FROM saved s JOIN "{_POOLS}" p ON p.id = s.pool_id')
 _READ = f'SELECT {_RUN.sql} FROM "{_RUNS}" g WHERE g.id = %s'
 
 
-def run_finish(*, run_id: int, ending: Ending) -> tuple[GenerationRun, str] | None:
-    """End the run as `ending` says: (the run as saved, its pool's name); None, changing
-    nothing, when the run is terminal already (or there is no such run)."""
+def run_finish(*, run_id: int, ending: Ending) -> Finished | None:
+    """End the run as `ending` says; None, changing nothing, when the run is terminal
+    already (or there is no such run)."""
     params = {name: getattr(ending, name) for name in _ENDING}
     params["run_id"] = run_id
     row = fetch_one(_FINISH, params)
     if row is None:
         return None
-    run, pool_name = split(row, _SAVED)
-    return run, pool_name
+    run, pool_name, queue_waiting = split(row, _SAVED)
+    return Finished(run, pool_name, queue_waiting)
 
 
 def run_read(*, run_id: int) -> GenerationRun | None:

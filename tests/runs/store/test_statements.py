@@ -62,8 +62,9 @@ def test_a_claim_and_a_finish_are_one_statement_each(chat, django_assert_num_que
                              first_token_at=timezone.now().astimezone(dt_timezone.utc), itl_ms=1.5, logprobs="[]", details=None,
                              text="Hi!")
     with django_assert_num_queries(1):
-        done, pool_name = finalize.run_finish(run_id=run.pk, ending=ending)
-    assert done.status == "completed" and pool_name == chat.pool.name
+        finished = finalize.run_finish(run_id=run.pk, ending=ending)
+    assert finished.run.status == "completed" and finished.pool_name == chat.pool.name
+    assert finished.queue_waiting is False
     assert Message.objects.get(pk=run.assistant_message_id).content == "Hi!"
     with django_assert_num_queries(1):  # terminal already: nothing changes
         assert finalize.run_finish(run_id=run.pk, ending=ending) is None

@@ -1,0 +1,151 @@
+"""Send now (issue 43 section 1): from a queued message's "send now" to the first token of
+the run it steers to, against the warm-prefix TTFT of a plain message in the same chat.
+
+One chat, one worker, real daphne and Celery on a Postgres and Redis of their own. Per
+round: a long reply streams; a message is queued (`"queue": true`); once the reply has
+some tokens, POST .../send-now at t0. Stamps come from Redis stream entry ids (Redis's
+clock, milliseconds, the same machine as the client): the stopped reply's terminal
+entry (the stop), and the steered run's first token entry. Then, in the same chat, a
+plain message is sent (its prefix is as warm: the same chat, one turn later) and its
+first token stamped the same way: the target is steer <= that TTFT + one engine step.
+
+    .venv/bin/python -m bench.steer [--engine fake|vllm] [--rounds 10]
+"""
+import argparse
+import socket
+import statistics
+import time
+from datetime import date
+
+import httpx
+
+from bench import common, report
+from bench.platform_stack import Stack
+from chatsite import redis_keys  # key names only; no Django
+
+FAKE_STEP_SECONDS = 0.025  # 40 tokens a second, about vLLM's CPU build on the demo model
+OUT_MD = common.ROOT / "bench/out/steer.md"
+
+
+def _ms(entry_id: str) -> float:
+    return int(entry_id.split("-")[0]) / 1000
+
+
+def first_token_at(r, run_id: int, timeout: float = 60) -> float:
+    """Wall time (Redis's clock) of the run's first token entry."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for entry_id, fields in r.xrange(redis_keys.run_stream(run_id), count=4):
+            if "t" in fields or "p" in fields:
+                return _ms(entry_id)
+        time.sleep(0.001)
+    raise TimeoutError(f"run {run_id}: no token after {timeout} s")
+
+
+def ended_at(r, run_id: int, timeout: float = 60) -> float:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        last = r.xrevrange(redis_keys.run_stream(run_id), count=1)
+        if last and ("d" in last[0][1] or "e" in last[0][1]):
+            return _ms(last[0][0])
+        time.sleep(0.001)
+    raise TimeoutError(f"run {run_id} did not end")
+
+
+def run_of_queued(stack: Stack, queued_id: int, timeout: float = 60) -> int:
+    end = time.monotonic() + timeout
+    with stack.sql() as conn:
+        while time.monotonic() < end:
+            row = conn.execute("select run_id from chats_queuedmessage where id = %s", (queued_id,)).fetchone()
+            if row and row[0]:
+                return row[0]
+            time.sleep(0.001)
+    raise TimeoutError(f"queued message {queued_id} did not start")
+
+
+def wait_idle(stack: Stack, chat_id: int) -> None:
+    with stack.sql() as conn:
+        while conn.execute("select 1 from runs_generationrun where chat_id = %s and status in ('queued', 'running')",
+                           (chat_id,)).fetchone():
+            time.sleep(0.02)
+
+
+def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, after_tokens: int) -> dict:
+    r = stack.redis()
+    url = f"/api/chats/{chat_id}/messages/"
+    long_run = http.post(url, json={"content": "Tell me a long story about loops.", "max_tokens": long_tokens,
+                                    "ignore_eos": True}).json()["run"]
+    queued = http.post(url, json={"content": "Stop: what is a for loop?", "queue": True, "max_tokens": 16})
+    queued_id = queued.json()["queued_message"]["id"]
+    key = redis_keys.run_stream(long_run["id"])
+    while sum(1 for _, f in r.xrange(key) if "t" in f) < after_tokens:
+        time.sleep(0.005)
+    t0 = time.time()
+    assert http.post(f"/api/chats/{chat_id}/queue/{queued_id}/send-now").status_code == 202
+    answered = time.time()
+    stopped = ended_at(r, long_run["id"])
+    steered = run_of_queued(stack, queued_id)
+    steer_first = first_token_at(r, steered)
+    wait_idle(stack, chat_id)
+    t1 = time.time()  # the plain message, as warm
+    plain = http.post(url, json={"content": "And a while loop?", "max_tokens": 16}).json()["run"]
+    plain_first = first_token_at(r, plain["id"])
+    wait_idle(stack, chat_id)
+    return {"steer_ms": (steer_first - t0) * 1000, "answer_ms": (answered - t0) * 1000,
+            "stop_ms": (stopped - t0) * 1000, "restart_ms": (steer_first - stopped) * 1000,
+            "plain_ttft_ms": (plain_first - t1) * 1000}
+
+
+def summary(rows: list[dict], name: str) -> tuple[float, float]:
+    values = sorted(row[name] for row in rows)
+    return statistics.median(values), values[min(len(values) - 1, int(len(values) * 0.9))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engine", choices=["fake", "vllm"], default="fake")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--long-tokens", type=int, default=400)
+    ap.add_argument("--after-tokens", type=int, default=10, help="tokens of the long reply before send now")
+    args = ap.parse_args()
+    env = {"CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": str(FAKE_STEP_SECONDS)} \
+        if args.engine == "fake" else {}
+    stack = Stack(db_name="bench_steer", **env)
+    try:
+        secret = stack.seed()
+        _, base = stack.start_web()
+        stack.start_worker("steer")
+        chat_id = stack.make_chats(1)[0]
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=60) as http:
+            http.post(f"/api/chats/{chat_id}/messages/", json={"content": "Hello.", "max_tokens": 8})
+            wait_idle(stack, chat_id)  # warm: the chat's prefix is on the worker
+            rows = []
+            for i in range(args.rounds):
+                rows.append(one_round(stack, http, chat_id, args.long_tokens, args.after_tokens))
+                print(f"round {i + 1}: " + ", ".join(f"{k} {v:.0f}" for k, v in rows[-1].items()), flush=True)
+    finally:
+        stack.stop()
+    step_ms = FAKE_STEP_SECONDS * 1000 if args.engine == "fake" else None
+    names = ["answer_ms", "stop_ms", "restart_ms", "steer_ms", "plain_ttft_ms"]
+    table = report.table(["figure", "median (ms)", "p90 (ms)"],
+                         [[n, *(f"{v:.0f}" for v in summary(rows, n))] for n in names])
+    steer, plain = summary(rows, "steer_ms")[0], summary(rows, "plain_ttft_ms")[0]
+    budget = plain + (step_ms or 0)
+    verdict = (f"steer median {steer:.0f} ms against warm TTFT {plain:.0f} ms"
+               + (f" + one step {step_ms:.0f} ms = {budget:.0f} ms: {'met' if steer <= budget else 'missed'}"
+                  if step_ms else " (vLLM: its step time is in the stop figure)"))
+    command = f".venv/bin/python -m bench.steer --engine {args.engine} --rounds {args.rounds}"
+    OUT_MD.write_text(
+        f"# Send now: to the steered run's first token (issue 43 section 1)\n\n`{command}` "
+        f"({date.today().isoformat()}, load {common.loadavg():.1f} on {socket.gethostname()}; engine {args.engine}"
+        + (f", {step_ms:.0f} ms a step" if step_ms else "") + ")\n\n"
+        "From POST .../send-now (t0): *answer_ms* its 202; *stop_ms* the stopped reply's terminal entry; "
+        "*restart_ms* from that to the steered run's first token entry; *steer_ms* t0 to that first token; "
+        "*plain_ttft_ms* a plain message's post to its first token in the same chat right after (warm prefix). "
+        "Stamps: Redis stream entry ids.\n\n" + table + f"\n\n{verdict}\n")
+    print(table)
+    print(verdict)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""A chat's queued messages: sent while a reply was being written, they wait their turn
+(chatsite.runs.services.queued). List, edit, withdraw, send now."""
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chatsite.api.mixins import TenantScoped
+from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
+from chatsite.api.serializers_queue import QueuedEditRequest, QueuedMessageSerializer, QueueList
+from chatsite.chats.models import QueuedMessage
+from chatsite.chats.selectors import chat_get, queue_of, queued_places
+from chatsite.runs.services.queued import queued_edit, queued_send_now, queued_withdraw
+
+TAGS = ["chats"]
+LEFT = "409: the message has started or left the queue already."
+
+
+def queued_data(item: QueuedMessage) -> dict:
+    """The queued message with its place in its chat's queue."""
+    places = queued_places(chat=item.chat) if item.state == QueuedMessage.State.QUEUED else {}
+    return QueuedMessageSerializer(item, context={"places": places}).data
+
+
+class QueueListView(TenantScoped, APIView):
+    @extend_schema(operation_id="queue_list", summary="The messages waiting in the chat's queue", tags=TAGS,
+                   description="Messages sent with `\"queue\": true` while a reply was being written, the next "
+                               "first. Each starts when the reply before it ends (completed, stopped or failed).",
+                   responses={200: QueueList, **errors(*READ_ERRORS)})
+    def get(self, request, chat_id: int):
+        chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
+        items = queue_of(chat=chat)
+        places = {item.pk: place for place, item in enumerate(items, 1)}
+        return Response({"results": QueuedMessageSerializer(items, many=True, context={"places": places}).data})
+
+
+class QueuedDetailView(TenantScoped, APIView):
+    @extend_schema(operation_id="queue_edit", summary="Edit a queued message before it starts", tags=TAGS,
+                   description=LEFT, request=QueuedEditRequest,
+                   responses={200: QueuedMessageSerializer, **errors(*WRITE_ERRORS, 409)})
+    def patch(self, request, chat_id: int, queued_id: int):
+        item = queued_edit(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id,
+                           content=self.body().get("content"))
+        return Response(queued_data(item))
+
+    @extend_schema(operation_id="queue_withdraw", summary="Withdraw a queued message before it starts",
+                   tags=TAGS, description=LEFT, responses={204: None, **errors(*READ_ERRORS, 409)})
+    def delete(self, request, chat_id: int, queued_id: int):
+        queued_withdraw(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class QueuedSendNowView(TenantScoped, APIView):
+    @extend_schema(operation_id="queue_send_now", summary="Send a queued message now", tags=TAGS, request=None,
+                   description="Steers: the reply being written stops at its next token (its text so far is kept "
+                               "as the reply, which ends with finish_reason `interrupted`), and this message runs "
+                               "next, with that reply in its context. With no reply being written it starts at "
+                               "once. 202 with the message (`state` started and `run` set once it started). " + LEFT,
+                   responses={202: QueuedMessageSerializer, **errors(*READ_ERRORS, 409)})
+    def post(self, request, chat_id: int, queued_id: int):
+        item = queued_send_now(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
+        return Response(queued_data(item), status=status.HTTP_202_ACCEPTED)

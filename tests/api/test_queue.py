@@ -1,0 +1,119 @@
+"""Queued messages through the REST API, on the live stack (daphne, fake-engine workers):
+`"queue": true` on a message POST to a busy chat, the queue's list, edit, withdraw and
+send now; the replies start in order, one at a time, as the one before ends."""
+import time
+
+import httpx
+import pytest
+
+from chatsite.chats.models import QueuedMessage
+from chatsite.runs.models import GenerationRun
+from tests.factories import ChatFactory, TenantFactory, UserFactory
+from tests.runs.helpers import post_message, wait_terminal
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LONG = {"max_tokens": 300, "ignore_eos": True}  # ~3 s at the fake engine's 10 ms a token
+
+
+def _post(live_url, auth, chat_id, body):
+    return httpx.post(f"{live_url}/api/chats/{chat_id}/messages/", headers=auth, json=body, timeout=10)
+
+
+def _queued(live_url, auth, chat_id, content, **extra) -> dict:
+    resp = _post(live_url, auth, chat_id, {"content": content, "queue": True, **extra})
+    assert resp.status_code == 202, resp.text
+    return resp.json()["queued_message"]
+
+
+def _started_run(queued_id, timeout=30) -> GenerationRun:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        item = QueuedMessage.objects.get(pk=queued_id)
+        if item.run_id is not None:
+            return GenerationRun.objects.select_related("user_message", "assistant_message").get(pk=item.run_id)
+        time.sleep(0.05)
+    raise TimeoutError(f"queued message {queued_id} is still {item.state}")
+
+
+def test_messages_queued_over_rest_start_in_order_after_the_reply(live_url, fake_workers, auth, chat):
+    first = post_message(live_url, auth, chat.pk, "one", **LONG)
+    refused = _post(live_url, auth, chat.pk, {"content": "no queue flag"})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "conflict"
+    a = _queued(live_url, auth, chat.pk, "two", max_tokens=5)
+    b = _queued(live_url, auth, chat.pk, "three", max_tokens=5)
+    c = _queued(live_url, auth, chat.pk, "four", max_tokens=5)
+    assert (a["state"], a["place"], b["place"], c["place"]) == ("queued", 1, 2, 3) and a["run"] is None
+    base = f"{live_url}/api/chats/{chat.pk}/queue/"
+    edited = httpx.patch(f"{base}{b['id']}/", headers=auth, json={"content": "three, edited"})
+    assert edited.status_code == 200 and edited.json()["content"] == "three, edited" and edited.json()["place"] == 2
+    assert httpx.delete(f"{base}{c['id']}/", headers=auth).status_code == 204
+    listed = httpx.get(base, headers=auth).json()["results"]
+    assert [(m["id"], m["place"]) for m in listed] == [(a["id"], 1), (b["id"], 2)]
+
+    ended = wait_terminal(first["id"])
+    second = _started_run(a["id"])
+    assert second.user_message.parent_id == ended.assistant_message_id
+    third = _started_run(b["id"])
+    assert wait_terminal(second.pk).finished_at <= third.queued_at  # one at a time
+    assert third.user_message.content == "three, edited"
+    assert third.user_message.parent_id == second.assistant_message_id
+    assert wait_terminal(third.pk).status == "completed"
+    assert GenerationRun.objects.filter(chat=chat).count() == 3  # the withdrawn one never ran
+    assert httpx.get(base, headers=auth).json()["results"] == []
+    late = httpx.patch(f"{base}{a['id']}/", headers=auth, json={"content": "too late"})
+    assert late.status_code == 409 and "started" in late.json()["error"]["message"]
+
+
+def test_send_now_interrupts_the_reply_and_the_message_runs_next(live_url, fake_workers, auth, chat):
+    first = post_message(live_url, auth, chat.pk, "one", max_tokens=500, ignore_eos=True)
+    a = _queued(live_url, auth, chat.pk, "two", max_tokens=5)
+    b = _queued(live_url, auth, chat.pk, "three", max_tokens=5)
+    while GenerationRun.objects.get(pk=first["id"]).status != "running":
+        time.sleep(0.02)
+    time.sleep(0.3)  # some tokens streamed
+    resp = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{b['id']}/send-now", headers=auth, timeout=10)
+    assert resp.status_code == 202 and resp.json()["interrupted_run"] == first["id"]
+    stopped = wait_terminal(first["id"])
+    assert stopped.status == "cancelled" and stopped.finish_reason == "interrupted"
+    assert 0 < stopped.completion_tokens < 500 and stopped.assistant_message.content
+    steered = _started_run(b["id"])
+    assert steered.user_message.content == "three"
+    assert steered.prompt_snapshot[-2] == {"role": "assistant", "content": stopped.assistant_message.content}
+    assert wait_terminal(steered.pk).status == "completed"
+    assert wait_terminal(_started_run(a["id"]).pk).status == "completed"  # then the rest of the queue
+    run = httpx.get(f"{live_url}/api/runs/{first['id']}/", headers=auth).json()
+    assert run["finish_reason"] == "interrupted"
+
+
+def test_queue_flag_on_an_idle_chat_sends_at_once(live_url, fake_workers, auth, chat):
+    resp = _post(live_url, auth, chat.pk, {"content": "hello", "queue": True, "max_tokens": 3})
+    assert resp.status_code == 202 and resp.json()["run"]["id"] and not QueuedMessage.objects.exists()
+
+
+def test_bad_queue_requests_are_4xx_naming_the_problem(live_url, auth, chat):
+    from chatsite.runs.admission import run_submit
+    from chatsite.runs.services import run_cancel
+
+    busy = run_submit(chat=chat, content="busy", max_tokens=500, ignore_eos=True)  # ~5 s
+    bad = _post(live_url, auth, chat.pk, {"content": "x", "queue": "yes"})
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "queue"
+    blank = _post(live_url, auth, chat.pk, {"content": "  ", "queue": True})
+    assert blank.status_code == 400 and blank.json()["error"]["field"] == "content"
+    item = _queued(live_url, auth, chat.pk, "two")
+    base = f"{live_url}/api/chats/{chat.pk}/queue/"
+    empty = httpx.patch(f"{base}{item['id']}/", headers=auth, json={"content": ""})
+    assert empty.status_code == 400 and empty.json()["error"]["field"] == "content"
+    assert httpx.delete(f"{base}999999/", headers=auth).status_code == 404
+    other = TenantFactory()
+    from chatsite.tenancy.services import api_key_create
+
+    _, secret = api_key_create(user=UserFactory(tenant=other), tenant=other, name="other")
+    stranger = {"Authorization": f"Bearer {secret}"}
+    assert httpx.get(base, headers=stranger).status_code == 404
+    assert httpx.delete(f"{base}{item['id']}/", headers=stranger).status_code == 404
+    assert httpx.post(f"{base}{item['id']}/send-now", headers=stranger).status_code == 404
+    mine_elsewhere = ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool)
+    assert httpx.delete(f"{live_url}/api/chats/{mine_elsewhere.pk}/queue/{item['id']}/",
+                        headers=auth).status_code == 404
+    assert QueuedMessage.objects.get(pk=item["id"]).state == "queued"
+    run_cancel(run=busy)

@@ -1,0 +1,119 @@
+"""A constrained reply survives its worker (issue 43 §3): a JSON Schema reply and a
+`tool_choice: required` call, streamed from /v1/chat/completions, their worker SIGKILLed
+or paused past its lease at a random point; the other worker takes the run up with the
+grammar advanced over the reply so far, and the reply ends as valid JSON of its schema,
+equal to what the client streamed. The fake engine carries a grammar on only when told
+the reply so far (as vLLM with inference.carried_grammar); the real engine's trials, 20
+of each, are bench/structured_takeover.py's."""
+import json
+import random
+import signal
+import threading
+import time
+
+import httpx
+import jsonschema
+import pytest
+
+from chatsite.pools.models import ModelPool
+from chatsite.runs.models import GenerationRun
+from inference.chat_templates import SMOLLM2_TOOLS
+from tests import stack
+from tests.factories import PoolFactory
+from tests.faults.conftest import POOL
+from tests.faults.helpers import assert_nothing_lost
+from tests.faults.hosts.probes import streamed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Long strings: a reply of some 200 tokens, two seconds at the fake engine's pace.
+REPORT = {"type": "object", "properties": {f"field_{i}": {"type": "string", "minLength": 40} for i in range(12)},
+          "required": [f"field_{i}" for i in range(12)]}
+SHAPES = {
+    "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "report", "schema": REPORT}},
+                    "messages": [{"role": "user", "content": "Report the outage."}]},
+    "tool_required": {"tools": [{"type": "function", "function": {"name": "file_report", "parameters": REPORT}}],
+                      "tool_choice": "required", "messages": [{"role": "user", "content": "File the report."}]},
+}
+PAUSE_LIMIT_SECONDS = 30  # the lease is 4 s in tests and beat sweeps every second
+TRIALS = [("json_schema", "kill"), ("json_schema", "pause"), ("tool_required", "kill"), ("tool_required", "pause")]
+
+
+def _holder(run_id: int, timeout: float = 20) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        run = GenerationRun.objects.get(pk=run_id)
+        if run.worker and run.status == "running":
+            return run.worker.split("@")[0]
+        time.sleep(0.02)
+    raise TimeoutError
+
+
+def _fault(fault_stack, fault_redis_client, run_id: int, at: int, fault: str, done: dict) -> None:
+    """At `at` tokens streamed, SIGKILL the worker writing the run, or pause it (SIGSTOP)
+    until another attempt holds the run, then let it go on (its writes are fenced)."""
+    while streamed(fault_redis_client, run_id) < at:
+        time.sleep(0.003)
+    done["holder"] = holder = _holder(run_id)
+    proc = fault_stack["workers"][holder]
+    if fault == "kill":
+        proc.signal(signal.SIGKILL)
+        return
+    proc.signal(signal.SIGSTOP)
+    end = time.monotonic() + PAUSE_LIMIT_SECONDS
+    while GenerationRun.objects.get(pk=run_id).attempt < 2 and time.monotonic() < end:
+        time.sleep(0.05)
+    proc.signal(signal.SIGCONT)
+
+
+def _streamed(chunks: list[dict], shape: str):
+    """What the client read: the content, or the calls as (name, arguments parsed)."""
+    deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+    if shape == "json_schema":
+        return "".join(d.get("content") or "" for d in deltas)
+    calls: dict[int, dict] = {}
+    for d in deltas:
+        for part in d.get("tool_calls") or ():
+            call = calls.setdefault(part["index"], {"name": "", "arguments": ""})
+            call["name"] += part.get("function", {}).get("name") or ""
+            call["arguments"] += part.get("function", {}).get("arguments") or ""
+    return [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]
+
+
+@pytest.mark.parametrize("shape,fault", TRIALS)
+def test_a_constrained_reply_whose_worker_dies_or_stalls_ends_as_the_json_the_client_streamed(
+        fault_stack, fault_redis_client, auth, shape, fault):
+    PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096)
+    ModelPool.objects.filter(name=POOL).update(chat_template=SMOLLM2_TOOLS)  # a template that reads tools
+    at = random.Random(f"43.3-{shape}-{fault}").randint(2, 150)  # of some 200 tokens
+    body = {"model": POOL, "stream": True, "max_tokens": 1500, **SHAPES[shape]}
+    chunks, done = [], {}
+    with httpx.stream("POST", f"{fault_stack['webs'][0]}/v1/chat/completions", json=body, headers=auth,
+                      timeout=90) as resp:
+        assert resp.status_code == 200, resp.read()
+        run_id = int(resp.headers["x-run-id"])
+        faulting = threading.Thread(target=_fault, args=(fault_stack, fault_redis_client, run_id, at, fault, done),
+                                    daemon=True)
+        faulting.start()
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(json.loads(line.removeprefix("data: ")))
+    faulting.join(PAUSE_LIMIT_SECONDS + 5)
+    holder = done["holder"]
+    try:
+        run = assert_nothing_lost(fault_redis_client, run_id)
+        assert run.status == "completed" and run.attempt == 2 and run.worker.split("@")[0] != holder, run.error
+        reply = json.loads(run.assistant_message.content)  # the saved reply is the model's text: valid JSON
+        if shape == "json_schema":
+            jsonschema.validate(reply, REPORT)
+            assert _streamed(chunks, shape) == run.assistant_message.content
+        else:
+            for call in reply:
+                jsonschema.validate(call["arguments"], REPORT)
+            assert _streamed(chunks, shape) == [(c["name"], c["arguments"]) for c in reply]
+            assert [c["choices"][0]["finish_reason"] for c in chunks
+                    if c.get("choices") and c["choices"][0].get("finish_reason")] == ["tool_calls"]
+    finally:
+        if fault == "kill":
+            fault_stack["workers"][holder].stop(timeout=5)
+            fault_stack["workers"][holder] = stack.start_worker(fault_stack["env"], pool=POOL, name=holder)

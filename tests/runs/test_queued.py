@@ -1,0 +1,194 @@
+"""Queued messages (chatsite.runs.services.queued) against real Postgres and Redis, without
+workers: a run ends here the way its worker, a stop or the sweep ends it (its terminal
+entry, then run_finalize), and the chat's queue advances from that ending."""
+from datetime import timedelta
+
+import pytest
+
+from chatsite.chats.models import QueuedMessage
+from chatsite.chats.selectors import queue_of, queued_places
+from chatsite.errors import Conflict, InvalidInput, NotFound
+from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_submit
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services import run_cancel, run_finalize
+from chatsite.runs.services.queued import (MAX_QUEUED_PER_CHAT, message_send_or_queue, queue_advance, queued_add,
+                                           queued_edit, queued_send_now, queued_withdraw, queues_sweep)
+from chatsite.runs.stream import codec
+from tests.factories import ChatFactory, TenantFactory, UserFactory
+from tests.runs.helpers import end_stream, xadd_tokens
+
+pytestmark = pytest.mark.django_db
+Q = QueuedMessage.State
+
+
+def _ask(chat, content, key="", **sampling):
+    return Ask(caller=Caller(chat.tenant, chat.owner), where=InChat(chat.pk), turn=Send(content), sampling=sampling,
+               idempotency_key=key)
+
+
+def _queue(chat, content, **kw) -> QueuedMessage:
+    sent = message_send_or_queue(ask=_ask(chat, content, **kw))
+    assert isinstance(sent, QueuedMessage), sent
+    return sent
+
+
+def _finish(run, text="Done.", **done):
+    xadd_tokens(run.pk, [text])
+    end_stream(run.pk, codec.done_fields(**{"finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
+                                            **done}))
+    return run_finalize(run_id=run.pk)
+
+
+def _started(item) -> GenerationRun:
+    item.refresh_from_db()
+    assert item.state == Q.STARTED, (item.state, item.error)
+    return GenerationRun.objects.select_related("user_message", "assistant_message").get(pk=item.run_id)
+
+
+def test_messages_sent_during_a_reply_wait_and_start_in_order_one_at_a_time(chat):
+    first = run_submit(chat=chat, content="one")
+    a, b = _queue(chat, "two", max_tokens=7), _queue(chat, "three")
+    assert [m.pk for m in queue_of(chat=chat)] == [a.pk, b.pk]
+    assert queued_places(chat=chat) == {a.pk: 1, b.pk: 2}
+    assert GenerationRun.objects.count() == 1 and chat.messages.count() == 2  # nothing written in the tree yet
+
+    _finish(first, "Uno")
+    second = _started(a)
+    assert second.user_message.content == "two" and second.max_tokens == 7  # its own settings kept
+    assert second.user_message.parent_id == first.assistant_message_id  # after the reply it waited for
+    assert second.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Uno"}, {"role": "user", "content": "two"}]
+    b.refresh_from_db()
+    assert b.state == Q.QUEUED and queued_places(chat=chat) == {b.pk: 1}
+    for _ in range(2):  # a second advance (or a repeated ending) starts nothing more while `second` runs
+        assert queue_advance(chat_id=chat.pk) is None
+        assert run_finalize(run_id=first.pk).status == "completed"
+    assert GenerationRun.objects.count() == 2
+
+    _finish(second)
+    third = _started(b)
+    assert third.user_message.parent_id == second.assistant_message_id and queue_of(chat=chat) == []
+    assert GenerationRun.objects.count() == 3
+
+
+def test_a_message_to_an_idle_chat_is_sent_at_once(chat):
+    sent = message_send_or_queue(ask=_ask(chat, "hello"))
+    assert isinstance(sent, Admitted) and sent.run.user_message.content == "hello"
+    assert not QueuedMessage.objects.exists()
+
+
+@pytest.mark.parametrize("ending", ["stopped", "failed"])
+def test_a_stopped_or_failed_reply_starts_the_queue_too(chat, ending):
+    first = run_submit(chat=chat, content="one")
+    item = _queue(chat, "two")
+    if ending == "stopped":
+        run_cancel(run=first)  # no attempt holds it: ended here, as cancelled
+    else:
+        end_stream(first.pk, codec.error_fields(code="engine_error", message="boom"))
+        run_finalize(run_id=first.pk)
+    first.refresh_from_db()
+    assert first.status == ("cancelled" if ending == "stopped" else "failed")
+    assert first.finish_reason != "interrupted"  # a plain stop is not a steer
+    assert _started(item).user_message.content == "two"
+
+
+def test_a_queued_message_can_be_edited_or_withdrawn_until_it_starts(chat):
+    first = run_submit(chat=chat, content="one")
+    a, b = _queue(chat, "two"), _queue(chat, "three")
+    owner = dict(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk)
+    assert queued_edit(**owner, queued_id=a.pk, content="two, edited").content == "two, edited"
+    with pytest.raises(InvalidInput):
+        queued_edit(**owner, queued_id=a.pk, content="   ")
+    assert queued_withdraw(**owner, queued_id=b.pk).state == Q.WITHDRAWN
+    with pytest.raises(Conflict):
+        queued_edit(**owner, queued_id=b.pk, content="back")
+    _finish(first)
+    assert _started(a).user_message.content == "two, edited"
+    with pytest.raises(Conflict):
+        queued_withdraw(**owner, queued_id=a.pk)
+    b.refresh_from_db()
+    assert b.state == Q.WITHDRAWN and b.run_id is None and GenerationRun.objects.count() == 2
+
+
+def test_another_users_queue_is_not_found(chat):
+    run_submit(chat=chat, content="one")
+    item = _queue(chat, "two")
+    other_tenant = TenantFactory()
+    for tenant, user in ((chat.tenant, UserFactory(tenant=chat.tenant)), (other_tenant, UserFactory(tenant=other_tenant))):
+        for act in (lambda: queued_withdraw(tenant=tenant, user=user, chat_id=chat.pk, queued_id=item.pk),
+                    lambda: queued_edit(tenant=tenant, user=user, chat_id=chat.pk, queued_id=item.pk, content="x"),
+                    lambda: queued_send_now(tenant=tenant, user=user, chat_id=chat.pk, queued_id=item.pk),
+                    lambda: queued_add(ask=Ask(caller=Caller(tenant, user), where=InChat(chat.pk), turn=Send("x")))):
+            with pytest.raises(NotFound):
+                act()
+    other_chat = ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool)
+    with pytest.raises(NotFound):  # the right owner, the wrong chat
+        queued_withdraw(tenant=chat.tenant, user=chat.owner, chat_id=other_chat.pk, queued_id=item.pk)
+    item.refresh_from_db()
+    assert item.state == Q.QUEUED and item.content == "two"
+
+
+def test_send_now_stops_the_reply_keeps_it_as_interrupted_and_runs_next_with_it(chat):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half", " a"])  # the reply so far
+    a, b = _queue(chat, "two"), _queue(chat, "three")
+    sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    assert sent.state == Q.STARTED and sent.interrupted_run_id == first.pk
+    first.refresh_from_db()
+    assert first.status == "cancelled" and first.finish_reason == "interrupted"
+    assert first.assistant_message.content == "Half a"  # the partial reply is kept, as the reply
+    steered = _started(b)
+    assert steered.user_message.parent_id == first.assistant_message_id
+    assert steered.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
+                                            {"role": "user", "content": "three"}]
+    a.refresh_from_db()
+    assert a.state == Q.QUEUED  # still waiting, now behind the reply to "three"
+    with pytest.raises(Conflict):
+        queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    _finish(steered)
+    assert _started(a).user_message.parent_id == steered.assistant_message_id
+
+
+def test_the_sweep_starts_a_queue_whose_advance_was_lost_once(chat):
+    first = run_submit(chat=chat, content="one")
+    _finish(first)  # ended with nothing queued; the message below came while its process died
+    item = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="late", position=0,
+                                        request={})
+    assert queues_sweep() == 0  # too fresh: an ending may be starting it right now
+    QueuedMessage.objects.filter(pk=item.pk).update(updated_at=item.updated_at - timedelta(minutes=1))
+    assert queues_sweep() == 1
+    assert queues_sweep() == 0  # its run is in progress: nothing more
+    assert _started(item).user_message.content == "late" and GenerationRun.objects.count() == 2
+
+
+def test_a_message_refused_when_its_turn_comes_is_marked_and_the_next_one_starts(chat):
+    first = run_submit(chat=chat, content="one")
+    a, b = _queue(chat, "two"), _queue(chat, "three")
+    QueuedMessage.objects.filter(pk=a.pk).update(request={"model": "no-such-model"})
+    _finish(first)
+    a.refresh_from_db()
+    assert a.state == Q.REFUSED and "no-such-model" in a.error and a.run_id is None
+    assert _started(b).user_message.content == "three"
+
+
+def test_bad_messages_are_refused_when_queued_and_the_queue_has_a_limit(chat):
+    run_submit(chat=chat, content="one")
+    with pytest.raises(InvalidInput):
+        message_send_or_queue(ask=_ask(chat, "   "))
+    with pytest.raises(InvalidInput):
+        message_send_or_queue(ask=_ask(chat, "x", temperature=9))
+    for i in range(MAX_QUEUED_PER_CHAT):
+        _queue(chat, f"m{i}")
+    with pytest.raises(InvalidInput) as full:
+        message_send_or_queue(ask=_ask(chat, "one more"))
+    assert full.value.field == "queue"
+    assert QueuedMessage.objects.count() == MAX_QUEUED_PER_CHAT
+
+
+def test_a_repeat_with_the_same_idempotency_key_is_queued_once(chat):
+    first = run_submit(chat=chat, content="one")
+    a = _queue(chat, "two", key="k1")
+    assert _queue(chat, "two", key="k1").pk == a.pk and QueuedMessage.objects.count() == 1
+    _finish(first)
+    run = _started(a)
+    again = message_send_or_queue(ask=_ask(chat, "two", key="k1"))  # after it started: its run, replayed
+    assert isinstance(again, Admitted) and again.replayed and again.run.pk == run.pk
