@@ -1,0 +1,239 @@
+"""Conversation memory as exact tokens (issue 43 §2), before and after, on the real engine
+(SmolLM2-135M-Instruct, context 8192, vLLM's AsyncLLM with the flagship pool's pinned
+arguments, no platform around it).
+
+One conversation per arm grows from ~1k to ~8k tokens of history (long questions, short
+greedy replies). Each turn's prompt is built as the worker builds it:
+- before: the whole history rendered and tokenized again (inference.prompt.assemble);
+- after: the ids the engine held at the last reply's end (its prompt and the ids it
+  generated: inference.token_prefix.record) and the ids of the new part only
+  (inference.token_prefix.extend).
+Per turn it measures the prompt building's CPU (this thread's, with the record's making
+for `after`), the prompt tokens served by vLLM's prefix cache against the prefix this turn
+shares with what the engine computed before, and the TTFT. At ~1k, 2k, 4k and 8k it also
+sends a regenerate (the same question again) and an edit (another question after the same
+history). Prints the figures, writes bench/out/token_history.json and a PNG plot.
+
+    .venv/bin/python -m bench.token_history [--question-tokens 400] [--reply-tokens 32]
+"""
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB: 8k tokens of SmolLM2 take ~0.2
+
+from bench import common  # noqa: E402
+
+MODEL = common.ROOT / "var" / "models" / "smollm2-135m-instruct"
+CONTEXT = 8192
+CHECKPOINTS = (1024, 2048, 4096, 7680)  # history lengths where a regenerate and an edit are sent too
+_TOPICS = ("loops", "lists", "dictionaries", "classes", "exceptions", "generators", "decorators", "modules",
+           "files", "tests", "threads", "sockets", "strings", "numbers", "sets", "tuples", "iterators", "closures",
+           "typing", "async", "packaging", "logging", "regular expressions", "dates", "paths", "json")
+
+
+def question(arm: str, turn: int, words: int, variant: str = "") -> str:
+    """A long question, distinct per arm, turn and variant (no cache shared between arms)."""
+    topic = _TOPICS[turn % len(_TOPICS)]
+    filler = " ".join(common._FILLER[i % len(common._FILLER)] for i in range(words))
+    return f"[{arm} {turn}{variant}] Tell me about Python {topic}, in one sentence. Context: {filler}"
+
+
+class Engine:
+    """AsyncLLM with one call: generate greedily, report (output ids, ttft s, cached prompt tokens)."""
+
+    def __init__(self, reply_tokens: int):
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        from inference.engine_config import DEMO_POOL_ENGINE_ARGS
+        from inference.specs import EngineSpec
+
+        spec = EngineSpec.build(pool="flagship", model=str(MODEL), context_length=CONTEXT,
+                                engine_args=dict(DEMO_POOL_ENGINE_ARGS["flagship"]))
+        self.llm = AsyncLLM.from_engine_args(spec.engine_args())
+        self.params = SamplingParams(n=1, max_tokens=reply_tokens, temperature=0.0, seed=0,
+                                     output_kind=RequestOutputKind.DELTA)
+        self.n = 0
+
+    async def generate(self, ids: list[int]) -> tuple[list[int], float, int]:
+        self.n += 1
+        start, ttft, out, cached = time.perf_counter(), None, [], 0
+        async for o in self.llm.generate({"prompt_token_ids": ids}, self.params, f"th-{self.n}"):
+            if ttft is None and o.outputs[0].token_ids:
+                ttft = time.perf_counter() - start
+            out.extend(o.outputs[0].token_ids)
+            if o.finished:
+                cached = o.num_cached_tokens or 0
+        return out, ttft or 0.0, cached
+
+
+class Conversation:
+    """One arm's conversation: its messages and the record of its last reply."""
+
+    def __init__(self, tok, arm: str):
+        from inference import token_prefix
+
+        self.tok, self.arm, self.tp = tok, arm, token_prefix
+        self.salt = token_prefix.salt(tok, None)
+        self.messages = [{"role": "system", "content": f"You are a terse assistant ({arm})."}]
+        self.known = None  # the record of the last reply (prompt ids + generated ids)
+
+    def prompt(self, messages: list[dict]):
+        """(the plan, this thread's CPU seconds building it)."""
+        from inference.prompt import assemble
+
+        started = time.thread_time()
+        plan = None
+        if self.arm == "after" and self.known is not None:
+            plan = self.tp.extend(self.tok, messages, self.known, max_prompt_tokens=CONTEXT, salt=self.salt)
+        if plan is None:
+            plan = assemble(self.tok, messages, max_prompt_tokens=CONTEXT)
+        return plan, time.thread_time() - started
+
+    def remember(self, plan, output: list[int]) -> float:
+        """Keep the reply's record (the `after` arm's cost, counted with its turn)."""
+        started = time.thread_time()
+        record = self.tp.record(self.tok, prompt_ids=plan.token_ids, prompt_text=plan.text, output_ids=output,
+                                salt=self.salt)
+        self.known = record
+        return time.thread_time() - started if self.arm == "after" else 0.0
+
+
+def _text(tok, output: list[int]) -> str:
+    return tok.decode(output, skip_special_tokens=True)
+
+
+async def arm(engine: Engine, tok, name: str, question_words: int, reply_tokens: int) -> dict:
+    conv = Conversation(tok, name)
+    turns, probes, turn = [], [], 0
+    checkpoints = list(CHECKPOINTS)
+    while True:
+        messages = conv.messages + [{"role": "user", "content": question(name, turn, question_words)}]
+        plan, cpu = conv.prompt(messages)
+        if len(plan.token_ids) + reply_tokens > CONTEXT:
+            break
+        shared = len(conv.known.token_ids) if conv.known else 0  # what the engine computed of this prompt
+        before_known = conv.known
+        output, ttft, cached = await engine.generate(plan.token_ids)
+        cpu += conv.remember(plan, output)
+        turns.append({"turn": turn, "prompt_tokens": len(plan.token_ids), "shared": shared, "cached": cached,
+                      "cpu_ms": cpu * 1000, "ttft_ms": ttft * 1000, "from_ids": plan.from_ids})
+        print(f"# {name} turn {turn}: {turns[-1]}", file=sys.stderr, flush=True)
+        conv.messages = messages + [{"role": "assistant", "content": _text(tok, output)}]
+        if checkpoints and len(plan.token_ids) >= checkpoints[0] and before_known is not None:
+            checkpoints.pop(0)
+            probes.append(await _probe(engine, conv, before_known, messages, plan, name, turn, question_words))
+        turn += 1
+    return {"turns": turns, "probes": probes}
+
+
+async def _probe(engine, conv, known, messages, plan, name, turn, question_words) -> dict:
+    """A regenerate (the turn's question again) and an edit (another question in its place),
+    both after the same history: the cached share of what they share with the engine's cache."""
+    last_known, conv.known = conv.known, known
+    regen, _ = conv.prompt(messages)
+    _, _, regen_cached = await engine.generate(regen.token_ids)
+    edited = messages[:-1] + [{"role": "user", "content": question(name, turn, question_words, "-edited")}]
+    edit, _ = conv.prompt(edited)
+    _, _, edit_cached = await engine.generate(edit.token_ids)
+    conv.known = last_known
+    shared_regen = len(plan.token_ids)  # the whole prompt was computed for the turn
+    shared_edit = len(known.token_ids)  # the history up to the last reply's end
+    return {"history": len(plan.token_ids), "regenerate": regen_cached / shared_regen,
+            "edit": edit_cached / shared_edit, "regenerate_cached": regen_cached, "edit_cached": edit_cached,
+            "regenerate_shared": shared_regen, "edit_shared": shared_edit}
+
+
+def summary(result: dict) -> dict:
+    turns = [t for t in result["turns"] if t["shared"]]
+
+    def near(tokens: int) -> dict:
+        return min(result["turns"], key=lambda t: abs(t["prompt_tokens"] - tokens))
+
+    return {
+        "cpu_ms_at": {k: round(near(k)["cpu_ms"], 2) for k in (1024, 2048, 4096, 8192)},
+        "ttft_ms_at": {k: round(near(k)["ttft_ms"]) for k in (4096, 8192)},
+        "ttft_history_at": {k: near(k)["prompt_tokens"] for k in (4096, 8192)},
+        "multi_turn_cached_min": round(min(min(t["cached"], t["shared"]) / t["shared"] for t in turns), 3),
+        "multi_turn_cached_mean": round(sum(min(t["cached"], t["shared"]) / t["shared"] for t in turns)
+                                        / len(turns), 3),
+        "regenerate_cached": [round(p["regenerate"], 3) for p in result["probes"]],
+        "edit_cached": [round(p["edit"], 3) for p in result["probes"]],
+    }
+
+
+def plot(results: dict, path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not in the venv: no plot"
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for name, result in results.items():
+        turns = result["turns"]
+        x = [t["prompt_tokens"] for t in turns]
+        axes[0].plot(x, [t["cpu_ms"] for t in turns], "o-", label=name)
+        shared = [t for t in turns if t["shared"]]
+        axes[1].plot([t["prompt_tokens"] for t in shared],
+                     [min(t["cached"], t["shared"]) / t["shared"] for t in shared], "o-", label=f"{name}: next turn")
+        axes[1].plot([p["history"] for p in result["probes"]], [p["edit"] for p in result["probes"]], "s--",
+                     label=f"{name}: edit")
+        axes[2].plot(x, [t["ttft_ms"] for t in turns], "o-", label=name)
+    axes[0].set(title="prompt building CPU per turn", xlabel="prompt tokens (history)", ylabel="ms (thread CPU)")
+    axes[1].set(title="prefix cache: cached / shared prefix", xlabel="prompt tokens (history)", ylim=(0, 1.05))
+    axes[2].set(title="TTFT per turn", xlabel="prompt tokens (history)", ylabel="ms")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return str(path)
+
+
+async def main_async(a) -> dict:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    engine = Engine(a.reply_tokens)
+    await engine.generate(tok.encode("warm up"))
+    results = {}
+    for name in ("before", "after"):
+        await engine.llm.reset_prefix_cache()
+        results[name] = await arm(engine, tok, name, a.question_words, a.reply_tokens)
+    engine.llm.shutdown()
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--question-words", type=int, default=300)
+    ap.add_argument("--reply-tokens", type=int, default=32)
+    ap.add_argument("--out", default=str(common.OUT / "token_history"))
+    a = ap.parse_args()
+    results = asyncio.run(main_async(a))
+    figures = {name: summary(r) for name, r in results.items()}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"figures": figures, "runs": results}, indent=1))
+    print(f"{'arm':8} {'turn':>4} {'prompt':>6} {'shared':>6} {'cached':>6} {'cpu ms':>7} {'ttft ms':>8}")
+    for name, r in results.items():
+        for t in r["turns"]:
+            print(f"{name:8} {t['turn']:4} {t['prompt_tokens']:6} {t['shared']:6} {t['cached']:6} "
+                  f"{t['cpu_ms']:7.2f} {t['ttft_ms']:8.0f}")
+    for name, r in results.items():
+        for p in r["probes"]:
+            print(f"{name:8} probe at {p['history']:5}: regenerate {p['regenerate_cached']}/{p['regenerate_shared']}"
+                  f" = {p['regenerate']:.3f}, edit {p['edit_cached']}/{p['edit_shared']} = {p['edit']:.3f}")
+    print(json.dumps(figures, indent=1))
+    print("plot:", plot(results, out.with_suffix(".png")))
+
+
+if __name__ == "__main__":
+    main()
