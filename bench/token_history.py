@@ -2,7 +2,7 @@
 (SmolLM2-135M-Instruct, context 8192, vLLM's AsyncLLM with the flagship pool's pinned
 arguments, no platform around it).
 
-One conversation per arm grows from ~1k to ~8k tokens of history (long questions, short
+One conversation per arm grows from ~1.3k to ~8k tokens of history (long questions, short
 greedy replies). Each turn's prompt is built as the worker builds it:
 - before: the whole history rendered and tokenized again (inference.prompt.assemble);
 - after: the ids the engine held at the last reply's end (its prompt and the ids it
@@ -10,11 +10,12 @@ greedy replies). Each turn's prompt is built as the worker builds it:
   (inference.token_prefix.extend).
 Per turn it measures the prompt building's CPU (this thread's, with the record's making
 for `after`), the prompt tokens served by vLLM's prefix cache against the prefix this turn
-shares with what the engine computed before, and the TTFT. At ~1k, 2k, 4k and 8k it also
+shares with what the engine computed before, and the TTFT. At ~2k, 4k and 7k it also
 sends a regenerate (the same question again) and an edit (another question after the same
-history). Prints the figures, writes bench/out/token_history.json and a PNG plot.
+history). Before all that, the prompt building's CPU alone over a conversation of many
+short turns (no engine, median of repeats). Prints the figures, writes bench/out/token_history.json and a PNG plot.
 
-    .venv/bin/python -m bench.token_history [--question-tokens 400] [--reply-tokens 32]
+    .venv/bin/python -m bench.token_history [--question-words 1200] [--reply-tokens 24]
 """
 import argparse
 import asyncio
@@ -30,7 +31,7 @@ from bench import common  # noqa: E402
 
 MODEL = common.ROOT / "var" / "models" / "smollm2-135m-instruct"
 CONTEXT = 8192
-CHECKPOINTS = (1024, 2048, 4096, 7680)  # history lengths where a regenerate and an edit are sent too
+CHECKPOINTS = (2048, 4096, 7168)  # history lengths where a regenerate and an edit are sent too
 _TOPICS = ("loops", "lists", "dictionaries", "classes", "exceptions", "generators", "decorators", "modules",
            "files", "tests", "threads", "sockets", "strings", "numbers", "sets", "tuples", "iterators", "closures",
            "typing", "async", "packaging", "logging", "regular expressions", "dates", "paths", "json")
@@ -83,16 +84,16 @@ class Conversation:
         self.messages = [{"role": "system", "content": f"You are a terse assistant ({arm})."}]
         self.known = None  # the record of the last reply (prompt ids + generated ids)
 
-    def prompt(self, messages: list[dict]):
+    def prompt(self, messages: list[dict], room: int = CONTEXT - 64):
         """(the plan, this thread's CPU seconds building it)."""
         from inference.prompt import assemble
 
         started = time.thread_time()
         plan = None
         if self.arm == "after" and self.known is not None:
-            plan = self.tp.extend(self.tok, messages, self.known, max_prompt_tokens=CONTEXT, salt=self.salt)
+            plan = self.tp.extend(self.tok, messages, self.known, max_prompt_tokens=room, salt=self.salt)
         if plan is None:
-            plan = assemble(self.tok, messages, max_prompt_tokens=CONTEXT)
+            plan = assemble(self.tok, messages, max_prompt_tokens=room)
         return plan, time.thread_time() - started
 
     def remember(self, plan, output: list[int]) -> float:
@@ -102,6 +103,38 @@ class Conversation:
                                 salt=self.salt)
         self.known = record
         return time.thread_time() - started if self.arm == "after" else 0.0
+
+
+def cpu_curve(tok, question_words: int, repeats: int) -> dict:
+    """The prompt building's CPU per turn with no engine (a canned reply of ~30 tokens), the
+    median of `repeats` builds per turn, both arms over the same conversation: a curve
+    with many points and little noise (the engine's turns give few)."""
+    from inference.prompt import assemble
+
+    reply = "A loop walks over the items of a list one at a time, and the body runs once for each item."
+    out = {"before": [], "after": []}
+    conv = Conversation(tok, "after")
+    for turn in range(200):
+        messages = conv.messages + [{"role": "user", "content": question("cpu", turn, question_words)}]
+        full = assemble(tok, messages, max_prompt_tokens=CONTEXT - 64)
+        if full.num_messages_dropped:  # the history no longer fits whole: the curve ends
+            break
+        times = {"before": [], "after": []}
+        for _ in range(repeats):
+            started = time.thread_time()
+            assemble(tok, messages, max_prompt_tokens=CONTEXT)
+            times["before"].append(time.thread_time() - started)
+            keep = conv.known
+            plan, cpu = conv.prompt(messages)
+            cpu += conv.remember(plan, tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id])
+            times["after"].append(cpu)
+            conv.known = keep
+        conv.remember(plan, tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id])
+        conv.messages = messages + [{"role": "assistant", "content": reply}]
+        for name in out:
+            out[name].append({"prompt_tokens": len(full.token_ids),
+                              "cpu_ms": sorted(times[name])[repeats // 2] * 1000})
+    return out
 
 
 def _text(tok, output: list[int]) -> str:
@@ -114,8 +147,8 @@ async def arm(engine: Engine, tok, name: str, question_words: int, reply_tokens:
     checkpoints = list(CHECKPOINTS)
     while True:
         messages = conv.messages + [{"role": "user", "content": question(name, turn, question_words)}]
-        plan, cpu = conv.prompt(messages)
-        if len(plan.token_ids) + reply_tokens > CONTEXT:
+        plan, cpu = conv.prompt(messages, room=CONTEXT - reply_tokens)
+        if plan.num_messages_dropped:  # the history no longer fits whole: the conversation ends
             break
         shared = len(conv.known.token_ids) if conv.known else 0  # what the engine computed of this prompt
         before_known = conv.known
@@ -167,7 +200,7 @@ def summary(result: dict) -> dict:
     }
 
 
-def plot(results: dict, path: Path) -> str:
+def plot(curve: dict, results: dict, path: Path) -> str:
     try:
         import matplotlib
 
@@ -176,17 +209,19 @@ def plot(results: dict, path: Path) -> str:
     except ImportError:
         return "matplotlib is not in the venv: no plot"
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for name, points in curve.items():
+        axes[0].plot([p["prompt_tokens"] for p in points], [p["cpu_ms"] for p in points], ".-", label=name)
     for name, result in results.items():
         turns = result["turns"]
         x = [t["prompt_tokens"] for t in turns]
-        axes[0].plot(x, [t["cpu_ms"] for t in turns], "o-", label=name)
         shared = [t for t in turns if t["shared"]]
         axes[1].plot([t["prompt_tokens"] for t in shared],
                      [min(t["cached"], t["shared"]) / t["shared"] for t in shared], "o-", label=f"{name}: next turn")
         axes[1].plot([p["history"] for p in result["probes"]], [p["edit"] for p in result["probes"]], "s--",
                      label=f"{name}: edit")
         axes[2].plot(x, [t["ttft_ms"] for t in turns], "o-", label=name)
-    axes[0].set(title="prompt building CPU per turn", xlabel="prompt tokens (history)", ylabel="ms (thread CPU)")
+    axes[0].set(title="prompt building CPU per turn (median of repeats)", xlabel="prompt tokens (history)",
+                ylabel="ms (thread CPU)")
     axes[1].set(title="prefix cache: cached / shared prefix", xlabel="prompt tokens (history)", ylim=(0, 1.05))
     axes[2].set(title="TTFT per turn", xlabel="prompt tokens (history)", ylabel="ms")
     for ax in axes:
@@ -197,10 +232,7 @@ def plot(results: dict, path: Path) -> str:
     return str(path)
 
 
-async def main_async(a) -> dict:
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(MODEL))
+async def main_async(a, tok) -> dict:
     engine = Engine(a.reply_tokens)
     await engine.generate(tok.encode("warm up"))
     results = {}
@@ -213,15 +245,29 @@ async def main_async(a) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--question-words", type=int, default=300)
-    ap.add_argument("--reply-tokens", type=int, default=32)
+    ap.add_argument("--question-words", type=int, default=1200)
+    ap.add_argument("--reply-tokens", type=int, default=24)
     ap.add_argument("--out", default=str(common.OUT / "token_history"))
+    ap.add_argument("--cpu-question-words", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=7)
     a = ap.parse_args()
-    results = asyncio.run(main_async(a))
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    curve = cpu_curve(tok, a.cpu_question_words, a.repeats)
+    print("prompt building CPU per turn, ms (median of %d): history before after" % a.repeats)
+    for b, f in zip(curve["before"], curve["after"]):
+        print(f"  {b['prompt_tokens']:6} {b['cpu_ms']:7.2f} {f['cpu_ms']:7.2f}")
+    sys.stdout.flush()
+    results = asyncio.run(main_async(a, tok))
     figures = {name: summary(r) for name, r in results.items()}
+    for name in figures:
+        figures[name]["cpu_curve_ms_at"] = {k: round(min(curve[name], key=lambda p: abs(p["prompt_tokens"] - k))
+                                                     ["cpu_ms"], 2) for k in (1024, 2048, 4096, 8192)}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"figures": figures, "runs": results}, indent=1))
+    out.with_suffix(".json").write_text(json.dumps({"figures": figures, "cpu_curve": curve, "runs": results},
+                                                   indent=1))
     print(f"{'arm':8} {'turn':>4} {'prompt':>6} {'shared':>6} {'cached':>6} {'cpu ms':>7} {'ttft ms':>8}")
     for name, r in results.items():
         for t in r["turns"]:
@@ -232,7 +278,7 @@ def main() -> None:
             print(f"{name:8} probe at {p['history']:5}: regenerate {p['regenerate_cached']}/{p['regenerate_shared']}"
                   f" = {p['regenerate']:.3f}, edit {p['edit_cached']}/{p['edit_shared']} = {p['edit']:.3f}")
     print(json.dumps(figures, indent=1))
-    print("plot:", plot(results, out.with_suffix(".png")))
+    print("plot:", plot(curve, results, out.with_suffix(".png")))
 
 
 if __name__ == "__main__":

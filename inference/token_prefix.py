@@ -31,8 +31,7 @@ def salt(tokenizer, chat_template: str | None) -> str:
     """What a record's ids depend on besides the text: the tokenizer and the template."""
     name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
     template = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", "") or ""
-    return hashlib.sha256(f"{name}\0{len(getattr(tokenizer, 'all_special_ids', ()) or ())}\0{template}".encode()
-                          ).hexdigest()[:16]
+    return hashlib.sha256(f"{name}\0{template}".encode()).hexdigest()[:16]
 
 
 def digest(text: str, *, salt: str) -> str:
