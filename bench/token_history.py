@@ -2,7 +2,7 @@
 (SmolLM2-135M-Instruct, context 8192, vLLM's AsyncLLM with the flagship pool's pinned
 arguments, no platform around it).
 
-One conversation per arm grows from ~1.3k to ~8k tokens of history (long questions, short
+One conversation per arm grows from ~2k to ~8k tokens of history (long questions, short
 greedy replies). Each turn's prompt is built as the worker builds it:
 - before: the whole history rendered and tokenized again (inference.prompt.assemble);
 - after: the ids the engine held at the last reply's end (its prompt and the ids it
@@ -10,12 +10,12 @@ greedy replies). Each turn's prompt is built as the worker builds it:
   (inference.token_prefix.extend).
 Per turn it measures the prompt building's CPU (this thread's, with the record's making
 for `after`), the prompt tokens served by vLLM's prefix cache against the prefix this turn
-shares with what the engine computed before, and the TTFT. At ~2k, 4k and 7k it also
+shares with what the engine computed before, and the TTFT. At ~4k and 7k it also
 sends a regenerate (the same question again) and an edit (another question after the same
 history). Before all that, the prompt building's CPU alone over a conversation of many
 short turns (no engine, median of repeats). Prints the figures, writes bench/out/token_history.json and a PNG plot.
 
-    .venv/bin/python -m bench.token_history [--question-words 1200] [--reply-tokens 24]
+    .venv/bin/python -m bench.token_history [--question-words 1800] [--reply-tokens 16] [--arms after,before]
 """
 import argparse
 import asyncio
@@ -31,7 +31,7 @@ from bench import common  # noqa: E402
 
 MODEL = common.ROOT / "var" / "models" / "smollm2-135m-instruct"
 CONTEXT = 8192
-CHECKPOINTS = (2048, 4096, 7168)  # history lengths where a regenerate and an edit are sent too
+CHECKPOINTS = (4096, 7168)  # history lengths where a regenerate and an edit are sent too
 _TOPICS = ("loops", "lists", "dictionaries", "classes", "exceptions", "generators", "decorators", "modules",
            "files", "tests", "threads", "sockets", "strings", "numbers", "sets", "tuples", "iterators", "closures",
            "typing", "async", "packaging", "logging", "regular expressions", "dates", "paths", "json")
@@ -57,6 +57,9 @@ class Engine:
         spec = EngineSpec.build(pool="flagship", model=str(MODEL), context_length=CONTEXT,
                                 engine_args=dict(DEMO_POOL_ENGINE_ARGS["flagship"]))
         self.llm = AsyncLLM.from_engine_args(spec.engine_args())
+        from inference.cpu_affinity import colocate_engine_core
+
+        colocate_engine_core()  # the engine core's spin on its model worker's cores, as a worker does
         self.params = SamplingParams(n=1, max_tokens=reply_tokens, temperature=0.0, seed=0,
                                      output_kind=RequestOutputKind.DELTA)
         self.n = 0
@@ -141,9 +144,10 @@ def _text(tok, output: list[int]) -> str:
     return tok.decode(output, skip_special_tokens=True)
 
 
-async def arm(engine: Engine, tok, name: str, question_words: int, reply_tokens: int) -> dict:
+async def arm(engine: Engine, tok, name: str, question_words: int, reply_tokens: int, save) -> dict:
     conv = Conversation(tok, name)
     turns, probes, turn = [], [], 0
+    save(name, {"turns": turns, "probes": probes})  # as it goes: a run cut short keeps what it measured
     checkpoints = list(CHECKPOINTS)
     while True:
         messages = conv.messages + [{"role": "user", "content": question(name, turn, question_words)}]
@@ -157,10 +161,13 @@ async def arm(engine: Engine, tok, name: str, question_words: int, reply_tokens:
         turns.append({"turn": turn, "prompt_tokens": len(plan.token_ids), "shared": shared, "cached": cached,
                       "cpu_ms": cpu * 1000, "ttft_ms": ttft * 1000, "from_ids": plan.from_ids})
         print(f"# {name} turn {turn}: {turns[-1]}", file=sys.stderr, flush=True)
+        save(name, {"turns": turns, "probes": probes})
         conv.messages = messages + [{"role": "assistant", "content": _text(tok, output)}]
         if checkpoints and len(plan.token_ids) >= checkpoints[0] and before_known is not None:
             checkpoints.pop(0)
             probes.append(await _probe(engine, conv, before_known, messages, plan, name, turn, question_words))
+            print(f"# {name} probe: {probes[-1]}", file=sys.stderr, flush=True)
+            save(name, {"turns": turns, "probes": probes})
         turn += 1
     return {"turns": turns, "probes": probes}
 
@@ -232,21 +239,23 @@ def plot(curve: dict, results: dict, path: Path) -> str:
     return str(path)
 
 
-async def main_async(a, tok) -> dict:
+async def main_async(a, tok, save) -> dict:
     engine = Engine(a.reply_tokens)
     await engine.generate(tok.encode("warm up"))
     results = {}
-    for name in ("before", "after"):
+    for name in a.arms.split(","):
         await engine.llm.reset_prefix_cache()
-        results[name] = await arm(engine, tok, name, a.question_words, a.reply_tokens)
+        results[name] = await arm(engine, tok, name, a.question_words, a.reply_tokens,
+                                  lambda arm_name, r: save(arm_name, r))
     engine.llm.shutdown()
     return results
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--question-words", type=int, default=1200)
-    ap.add_argument("--reply-tokens", type=int, default=24)
+    ap.add_argument("--question-words", type=int, default=1800)
+    ap.add_argument("--arms", default="after,before", help="which arms, in this order")
+    ap.add_argument("--reply-tokens", type=int, default=16)
     ap.add_argument("--out", default=str(common.OUT / "token_history"))
     ap.add_argument("--cpu-question-words", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=7)
@@ -259,13 +268,19 @@ def main() -> None:
     for b, f in zip(curve["before"], curve["after"]):
         print(f"  {b['prompt_tokens']:6} {b['cpu_ms']:7.2f} {f['cpu_ms']:7.2f}")
     sys.stdout.flush()
-    results = asyncio.run(main_async(a, tok))
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial: dict = {}
+
+    def save(name: str, result: dict) -> None:
+        partial[name] = result
+        out.with_suffix(".json").write_text(json.dumps({"partial": True, "cpu_curve": curve, "runs": partial}))
+
+    results = asyncio.run(main_async(a, tok, save))
     figures = {name: summary(r) for name, r in results.items()}
     for name in figures:
         figures[name]["cpu_curve_ms_at"] = {k: round(min(curve[name], key=lambda p: abs(p["prompt_tokens"] - k))
                                                      ["cpu_ms"], 2) for k in (1024, 2048, 4096, 8192)}
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"figures": figures, "cpu_curve": curve, "runs": results},
                                                    indent=1))
     print(f"{'arm':8} {'turn':>4} {'prompt':>6} {'shared':>6} {'cached':>6} {'cpu ms':>7} {'ttft ms':>8}")

@@ -23,7 +23,7 @@ from inference import chat_templates, token_prefix
 from inference.fake_backend import CharTokenizer
 from inference.prompt import assemble
 
-CONVERSATIONS = 60
+CONVERSATIONS = 40
 ROOM = 8000
 WORDS = ("the", "loop", "returns", "value", "naïve", "café", "x=1", "2+2", "(a)", "ok.", "ünïcødé", "🙂", "\n",
          "  ", "don't", "--", "https://example.org", "123456", "foo_bar", "»", "—", "Hello,", "world!")
