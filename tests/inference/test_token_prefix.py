@@ -106,8 +106,8 @@ class Tally:
         return (f"{name}: {self.prompts} prompts from stored ids ({self.fell_back} fell back), {self.same} equal to "
                 f"a fresh rendering; first difference inside a generated reply {self.in_reply}, at a reply's start "
                 f"{self.at_reply_start}, at the join of the stored ids and the new part {self.at_join}, elsewhere "
-                f"{self.elsewhere}; joins a fresh tokenization would not split at {self.joins_split}; a fresh rendering's ids match the stored prefix "
-                f"for {kept:.3f} of it on average")
+                f"{self.elsewhere}; joins a fresh tokenization would not split at {self.joins_split}; a fresh "
+                f"rendering's ids match the stored prefix for {kept:.3f} of it on average")
 
 
 def walk(tokenizer, rng: random.Random, tally: Tally, template: str | None) -> None:
