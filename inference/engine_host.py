@@ -12,7 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from inference import token_prefix
 from inference.prompt import PromptPlan, assemble, encode_raw
+from inference.token_prefix import TokenRecord
 from inference.types import (REFUSED_PREFIX, Chunk, DetailStepDelta, EngineStats, GenerationRequest, RequestRefused,
                              StepDelta)
 
@@ -61,6 +63,7 @@ class EngineHost:
         self._flush_scheduled = False
         self._active: set[str] = set()
         self._tokenizer_lock = threading.Lock()
+        self._token_salt: str | None = None
         self.ready = False
 
     # --- lifecycle ---------------------------------------------------------
@@ -85,11 +88,21 @@ class EngineHost:
     # --- requests ----------------------------------------------------------
     def build_prompt(self, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
                      carried: str = "", tools: list[dict] | None = None,
-                     add_generation_prompt: bool = True) -> PromptPlan:
+                     add_generation_prompt: bool = True, known: TokenRecord | None = None) -> PromptPlan:
         """The prompt for `messages` (and `tools`, function definitions) through the
         pool's chat template, newest turns that fit first; raises
-        inference.prompt.PromptTooLong if even the last does not."""
+        inference.prompt.PromptTooLong if even the last does not. `known`: the record of
+        the reply the messages build on, whose ids start the prompt when they spell its
+        start (inference.token_prefix.extend); else the whole prompt is tokenized."""
         with self._tokenizer_lock:  # a fast tokenizer must not be used from two threads at once
+            if known is not None:
+                plan = token_prefix.extend(self._backend.tokenizer, messages, known,
+                                           max_prompt_tokens=max_prompt_tokens, salt=self._salt(),
+                                           continuation=continuation, carried=carried,
+                                           chat_template=self._chat_template, tools=tools,
+                                           add_generation_prompt=add_generation_prompt)
+                if plan is not None:
+                    return plan
             return assemble(self._backend.tokenizer, messages, max_prompt_tokens=max_prompt_tokens,
                             continuation=continuation, carried=carried, chat_template=self._chat_template,
                             tools=tools, add_generation_prompt=add_generation_prompt)
@@ -101,6 +114,20 @@ class EngineHost:
         with self._tokenizer_lock:
             return encode_raw(self._backend.tokenizer, text, max_prompt_tokens=max_prompt_tokens, carried=carried,
                               token_ids=token_ids)
+
+    def token_record(self, plan: PromptPlan, output_ids: list[int]) -> TokenRecord | None:
+        """The record of a reply: `plan`'s ids (a chat prompt's) and the ids the engine
+        generated after them; None for a prompt with no text (a raw or token-id prompt)."""
+        if not plan.text:
+            return None
+        with self._tokenizer_lock:
+            return token_prefix.record(self._backend.tokenizer, prompt_ids=plan.token_ids, prompt_text=plan.text,
+                                       output_ids=output_ids, salt=self._salt())
+
+    def _salt(self) -> str:
+        if self._token_salt is None:  # the tokenizer is the engine's, there once it started
+            self._token_salt = token_prefix.salt(self._backend.tokenizer, self._chat_template)
+        return self._token_salt
 
     def decode(self, token_ids: list[int]) -> str:
         """The text of `token_ids` (a prompt sent as token ids, echoed back)."""
@@ -156,12 +183,12 @@ class EngineHost:
             if type(chunk) is Chunk:
                 self._pending.append(StepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
                                                chunk.finish_reason, chunk.num_prompt_tokens, chunk.error,
-                                               chunk.num_cached_tokens))
+                                               chunk.num_cached_tokens, chunk.output_token_ids))
             else:
                 self._pending.append(DetailStepDelta(rid, chunk.text, chunk.num_tokens, chunk.finished,
                                                      chunk.finish_reason, chunk.num_prompt_tokens, chunk.error,
-                                                     chunk.num_cached_tokens, chunk.logprobs, chunk.token_ids,
-                                                     chunk.prompt_logprobs))
+                                                     chunk.num_cached_tokens, chunk.output_token_ids,
+                                                     chunk.logprobs, chunk.token_ids, chunk.prompt_logprobs))
             # Outputs of one engine step arrive in the same loop iteration; flushing on
             # the next one hands the whole step over at once.
             if not self._flush_scheduled:

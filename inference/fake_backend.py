@@ -66,6 +66,9 @@ class CharTokenizer:
                         if 1 <= i >> 24 <= 3 and (i & 0xFFFFFF) < 1 << (8 * (i >> 24))).decode(errors="replace")
 
 
+_TOKENIZER = CharTokenizer()
+
+
 class _Active:
     __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "details", "interval", "sent",
                  "cached")
@@ -110,11 +113,13 @@ def _hand_out(req: _Active, finish_reason: str | None) -> None:
     start, req.sent = req.sent, req.next
     text, n, last = "".join(req.words[start:req.next]), req.next - start, finish_reason is not None
     cached = req.cached if last else 0
+    # The reply's ids as the fake tokenizer spells its text: what the record of a reply keeps.
+    output = tuple(_TOKENIZER.encode("".join(req.words))) if finish_reason in ("stop", "length") else ()
     if req.details is None:
-        req.emit(Chunk(text, n, last, finish_reason, req.prompt_tokens, None, cached))
+        req.emit(Chunk(text, n, last, finish_reason, req.prompt_tokens, None, cached, output))
         return
     logprobs, ids, prompt = req.details
-    req.emit(DetailChunk(text, n, last, finish_reason, req.prompt_tokens, None, cached,
+    req.emit(DetailChunk(text, n, last, finish_reason, req.prompt_tokens, None, cached, output,
                          logprobs=None if logprobs is None else tuple(logprobs[start:req.next]),
                          token_ids=() if ids is None else tuple(ids[start:req.next]),
                          prompt_logprobs=prompt if start == 0 else None))
@@ -211,6 +216,8 @@ class FakeBackend:
                                                    self._details(request, words),
                                                    stream_interval(window, self.step_seconds),
                                                    self._prefix_cache.hits(request.prompt_token_ids))
+        # The reply is known from the start: its blocks are cached as the engine's would be once computed.
+        self._prefix_cache.remember(list(request.prompt_token_ids) + self.tokenizer.encode("".join(words)))
         if self._stepper is None or self._stepper.done():
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
 

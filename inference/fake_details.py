@@ -58,16 +58,29 @@ class PrefixCache:
 
     def hits(self, token_ids: list[int]) -> int:
         """The prompt tokens served from the cache; then the prompt's blocks are cached."""
+        hashes = self._hashes(token_ids)
+        cached = 0
+        while cached < len(hashes) and hashes[cached] in self._blocks:
+            cached += 1
+        self._keep(hashes)
+        return min(cached * BLOCK_TOKENS, (len(token_ids) - 1) // BLOCK_TOKENS * BLOCK_TOKENS)
+
+    def remember(self, token_ids: list[int]) -> None:
+        """Cache a sequence's full blocks (a prompt and what was generated after it, as
+        vLLM keeps the blocks a request computed)."""
+        self._keep(self._hashes(token_ids))
+
+    @staticmethod
+    def _hashes(token_ids: list[int]) -> list[bytes]:
         digest, hashes = hashlib.sha256(), []
         for start in range(0, len(token_ids) - len(token_ids) % BLOCK_TOKENS, BLOCK_TOKENS):
             digest.update(repr(token_ids[start:start + BLOCK_TOKENS]).encode())
             hashes.append(digest.copy().digest())
-        cached = 0
-        while cached < len(hashes) and hashes[cached] in self._blocks:
-            cached += 1
+        return hashes
+
+    def _keep(self, hashes: list[bytes]) -> None:
         for block in hashes:
             self._blocks[block] = None
             self._blocks.move_to_end(block)
         while len(self._blocks) > self._max:
             self._blocks.popitem(last=False)
-        return min(cached * BLOCK_TOKENS, (len(token_ids) - 1) // BLOCK_TOKENS * BLOCK_TOKENS)

@@ -13,6 +13,8 @@ class PromptPlan:
     num_messages_kept: int
     num_messages_dropped: int
     num_carried_tokens: int = 0  # the tokens of `carried` at its end (billed as completion, not prompt)
+    text: str = ""  # the text the ids spell (a reply's record digests it: inference.token_prefix)
+    from_ids: int = 0  # the leading ids taken from a reply's record rather than tokenized (0: none)
 
 
 def _tail(tokenizer, continuation: str, carried: str) -> tuple[list[int], int]:
@@ -47,7 +49,13 @@ def template_message(message: dict) -> dict:
     return {**message, "tool_calls": out}
 
 
-def _template_kwargs(chat_template: str | None, tools: list[dict] | None) -> dict:
+def ordered_messages(messages: list[dict]) -> list[dict]:
+    """The messages as a prompt renders them: the first system message, then the turns."""
+    system = [m for m in messages if m["role"] == "system"][:1]
+    return system + [template_message(m) for m in messages if m["role"] != "system"]
+
+
+def template_kwargs(chat_template: str | None, tools: list[dict] | None) -> dict:
     kwargs = {}
     if chat_template is not None:
         kwargs["chat_template"] = chat_template
@@ -69,14 +77,16 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
     alone is a prompt too.
 
     Raises PromptTooLong when the last message alone does not fit."""
-    system = [m for m in messages if m["role"] == "system"][:1]
-    turns = [template_message(m) for m in messages if m["role"] != "system"]
+    ordered = ordered_messages(messages)
+    system = ordered[:1] if ordered and ordered[0]["role"] == "system" else []
+    turns = ordered[len(system):]
     if not turns and not system:
         raise ValueError("a prompt needs at least one message")
     tail, carried_tokens = _tail(tokenizer, continuation, carried)
-    kwargs = _template_kwargs(chat_template, tools)
+    kwargs = template_kwargs(chat_template, tools)
 
     rendered: dict[int, list[int]] = {}
+    texts: dict[int, str] = {}
 
     def render(start: int) -> list[int]:
         if start not in rendered:
@@ -84,12 +94,13 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
             text = tokenizer.apply_chat_template(kept, add_generation_prompt=add_generation_prompt, tokenize=False,
                                                  **kwargs)
             rendered[start] = tokenizer.encode(text, add_special_tokens=False) + tail
+            texts[start] = text + continuation + carried
         return rendered[start]
 
     # Usually everything fits: one render. Otherwise, since dropping more turns never
     # lengthens the prompt, binary-search the fewest drops.
     if len(render(0)) <= max_prompt_tokens:
-        return PromptPlan(render(0), len(system) + len(turns), 0, carried_tokens)
+        return PromptPlan(render(0), len(system) + len(turns), 0, carried_tokens, text=texts[0])
     lo, hi = 0, max(0, len(turns) - 1)
     if len(render(hi)) > max_prompt_tokens:
         raise PromptTooLong(f"the message needs more than the {max_prompt_tokens} prompt tokens the model has room for")
@@ -100,7 +111,7 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
         else:
             lo = mid + 1
     ids = render(lo)
-    return PromptPlan(ids, len(system) + len(turns) - lo, lo, carried_tokens)
+    return PromptPlan(ids, len(system) + len(turns) - lo, lo, carried_tokens, text=texts[lo])
 
 
 def encode_raw(tokenizer, text: str, *, max_prompt_tokens: int, carried: str = "",

@@ -110,6 +110,9 @@ class Chunk:
     num_prompt_tokens: int = 0
     error: str | None = None
     num_cached_tokens: int = 0
+    # On the last chunk of a request that finished (stop, length): every id it generated,
+    # so the reply's record keeps the ids the model produced (inference.token_prefix).
+    output_token_ids: tuple[int, ...] = ()
     logprobs = None  # not a field: only a DetailChunk has them, so a plain chunk costs what it did
 
 
@@ -140,6 +143,7 @@ class StepDelta:
     num_prompt_tokens: int = 0
     error: str | None = None
     num_cached_tokens: int = 0
+    output_token_ids: tuple[int, ...] = ()  # as on Chunk: the last delta's, every id generated
     # Not fields, as on Chunk: the engine loop makes one delta per token of every run,
     # and only a DetailStepDelta (a run that asked) pays for carrying details.
     logprobs = None

@@ -176,6 +176,7 @@ class VllmBackend:
             raise RequestRefused(str(exc)) from exc
         prompt_len = len(request.prompt_token_ids)
         detailed = request.detailed
+        generated: list[int] = []  # every id so far (DELTA outputs carry the new ones): the reply's record
 
         def put(output) -> None:
             if isinstance(output, Exception):
@@ -188,11 +189,14 @@ class VllmBackend:
                 emit(Chunk("", 0, True, error="the engine failed the request (finish_reason error)"))
                 return
             cached = (output.num_cached_tokens or 0) if finished else 0
+            generated.extend(completion.token_ids)
+            ids = tuple(generated) if finished and reason in ("stop", "length") else ()
             if not detailed:
-                emit(Chunk(completion.text, len(completion.token_ids), finished, reason, prompt_len, None, cached))
+                emit(Chunk(completion.text, len(completion.token_ids), finished, reason, prompt_len, None, cached,
+                           ids))
             else:
                 emit(DetailChunk(completion.text, len(completion.token_ids), finished, reason, prompt_len, None,
-                                 cached, **_details(request, output, completion)))
+                                 cached, ids, **_details(request, output, completion)))
 
         try:
             collector = await self.engine.add_request(request.request_id,

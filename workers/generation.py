@@ -16,7 +16,7 @@ from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
 from inference.types import SAMPLING_DEFAULTS, GenerationRequest
-from workers import stream_writer
+from workers import stream_writer, token_memory
 from workers.db_retry import with_db_retry
 from workers.runtime import Runtime
 from workers.stream_writer import ActiveRun
@@ -118,8 +118,9 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
     if messages and messages[-1]["role"] == "assistant" and add_generation_prompt is not True:
         messages, prefix = messages[:-1], messages[-1]["content"]
     tools = (s.get("tools") or {}).get("definitions")  # an OpenAI request's functions
+    known = token_memory.known_for(run, continued=bool(prefix))  # the ids of the reply it builds on
     return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far,
-                                tools=tools, add_generation_prompt=add_generation_prompt is not False)
+                                tools=tools, add_generation_prompt=add_generation_prompt is not False, known=known)
 
 
 def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
@@ -270,6 +271,7 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     else:
         # The chat is pinned to this worker, whose engine now caches its prefix, in the
         # finalize's read: the chat's next turn can only come once this reply has ended.
-        with_db_retry(run_finalize, run_id=run.pk,
+        # Its reply's token ids are kept with it: the next turn's prompt starts with them.
+        with_db_retry(run_finalize, run_id=run.pk, tokens=token_memory.to_keep(rt.host, plan, active.output_ids),
                       also=lambda pipe: affinity_pin(chat_id=run.chat_id, worker=rt.worker_name, redis=pipe))
     return active.outcome

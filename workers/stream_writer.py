@@ -73,6 +73,8 @@ class ActiveRun:
     # A drain hands it over at once (a constrained reply may finish first: workers.drain).
     resumable: bool = True
     cancel_requested: bool = False
+    # Every id the engine generated, once it finished (stop, length): the reply's record.
+    output_ids: tuple[int, ...] = ()
     outcome: str = ""
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -221,6 +223,7 @@ class StreamWriter:
                 if ds[-1].finished:
                     outcome, write.terminal = self._terminal(run, ds[-1])
                     ended[run.run_id] = outcome
+                    run.output_ids = ds[-1].output_token_ids
             writes.append(write)
             runs.append(run)
         # 2) one fenced append for all: lease checked, entries written, cancels read

@@ -122,3 +122,18 @@ class QueuedMessage(models.Model):
 
     def __str__(self) -> str:
         return f"queued {self.pk} of chat {self.chat_id} ({self.state})"
+
+
+class MessageTokens(models.Model):
+    """The token ids the engine held at the end of a reply: the prompt it was sent and the
+    ids it generated (inference.token_prefix.record), as little-endian uint32s, and the
+    digest of the text they spell. A later turn after the reply starts its prompt with
+    them instead of tokenizing the history again. A table of its own, so that reading
+    messages never reads their ids; written by the run's finalize (runs/store/finalize.py)."""
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, primary_key=True, related_name="tokens")
+    token_ids = models.BinaryField()
+    digest = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return f"tokens of message {self.message_id}"

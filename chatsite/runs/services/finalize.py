@@ -12,6 +12,7 @@ from django.utils import timezone
 from chatsite.counters import observe_latencies
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store import finalize as store
+from chatsite.runs.store.tokens import StoredTokens
 from chatsite.runs.stream import codec, log
 from chatsite.runs.stream.log import Reply
 
@@ -30,8 +31,9 @@ def _ms_to_dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
 
 
-def run_finalize(*, run_id: int, also=None) -> GenerationRun | None:
-    """Save the assistant message and the run's figures from the stream's text.
+def run_finalize(*, run_id: int, also=None, tokens: StoredTokens | None = None) -> GenerationRun | None:
+    """Save the assistant message and the run's figures from the stream's text, and
+    `tokens` (the ids its engine held at the reply's end: its worker's) if it completed.
 
     Idempotent: a terminal run is returned unchanged. Returns None (and changes
     nothing) while the stream has no terminal entry yet. A stream with a gap in its
@@ -42,7 +44,7 @@ def run_finalize(*, run_id: int, also=None) -> GenerationRun | None:
         return None
     if reply.gap is not None:
         logger.error("run %s: %s", run_id, reply.gap.message)
-    finished = store.run_finish(run_id=run_id, ending=_ending(reply))
+    finished = store.run_finish(run_id=run_id, ending=_ending(reply), tokens=tokens)
     if finished is None:  # terminal already (or no such run)
         run = store.run_read(run_id=run_id)
         if run is None:

@@ -5,11 +5,12 @@ CPU than the rest of the finalize (bench.per_run)."""
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from chatsite.chats.models import Message, QueuedMessage
+from chatsite.chats.models import Message, MessageTokens, QueuedMessage
 from chatsite.quotas.models import TenantQuota, TenantUsage
 from chatsite.quotas.periods import period_start_sql
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store.engine import Columns, fetch_one, prepared, split, sql_in
+from chatsite.runs.store.tokens import StoredTokens, pack
 
 _RUNS = GenerationRun._meta.db_table
 _POOLS = GenerationRun._meta.get_field("pool").related_model._meta.db_table
@@ -86,18 +87,26 @@ _FINISH = prepared(
     f'FROM r WHERE g.id = r.id RETURNING {_RUN.sql}), '
     f'reply AS (UPDATE "{Message._meta.db_table}" m SET content = m.content || %(text)s, '
     f'token_count = m.token_count + %(completion_tokens)s FROM r WHERE m.id = r.assistant_message_id), '
-    f'settled AS ({_settle("r")}) '
+    f'settled AS ({_settle("r")}), '
+    # A completed reply's token ids, when its worker has them (the next turn starts with them).
+    f'kept AS (INSERT INTO "{MessageTokens._meta.db_table}" (message_id, token_ids, digest) '
+    f'SELECT r.assistant_message_id, %(token_ids)s::bytea, %(token_digest)s FROM r '
+    f"WHERE %(token_ids)s::bytea IS NOT NULL AND %(status)s = '{GenerationRun.Status.COMPLETED.value}' "
+    f'ON CONFLICT (message_id) DO UPDATE SET token_ids = EXCLUDED.token_ids, digest = EXCLUDED.digest) '
     f'SELECT {_SAVED.sql}, p.name, EXISTS (SELECT 1 FROM "{_QUEUED}" q WHERE q.chat_id = s.chat_id '
     f"AND q.state = 'queued') "
     f'FROM saved s JOIN "{_POOLS}" p ON p.id = s.pool_id')
 _READ = f'SELECT {_RUN.sql} FROM "{_RUNS}" g WHERE g.id = %s'
 
 
-def run_finish(*, run_id: int, ending: Ending) -> Finished | None:
-    """End the run as `ending` says; None, changing nothing, when the run is terminal
-    already (or there is no such run)."""
+def run_finish(*, run_id: int, ending: Ending, tokens: StoredTokens | None = None) -> Finished | None:
+    """End the run as `ending` says, and keep `tokens` (its reply's token ids) if it
+    completed; None, changing nothing, when the run is terminal already (or there is no
+    such run)."""
     params = {name: getattr(ending, name) for name in _ENDING}
     params["run_id"] = run_id
+    params["token_ids"] = None if tokens is None else pack(tokens.token_ids)
+    params["token_digest"] = None if tokens is None else tokens.digest
     row = fetch_one(_FINISH, params)
     if row is None:
         return None

@@ -1,0 +1,55 @@
+"""A chat's replies keep the token ids their engine held (the fake engine's worker): a
+next turn, a regenerate, an edit and a continue start their prompts with them, and the
+engine's prefix cache serves that prefix whole (but for its last partial block)."""
+import pytest
+
+from chatsite.chats.models import MessageTokens
+from chatsite.runs.admission import run_continue, run_regenerate, run_submit
+from chatsite.runs.store.tokens import unpack
+from inference.fake_backend import CharTokenizer
+from inference.fake_details import BLOCK_TOKENS
+from tests.runs.helpers import wait_terminal
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def kept(run) -> list[int]:
+    return unpack(MessageTokens.objects.get(message_id=run.assistant_message_id).token_ids)
+
+
+def builds_on(run, ids: list[int]) -> None:
+    """The run's engine prompt began with `ids`, and its prefix cache served them."""
+    assert run.status == "completed", run.error
+    assert kept(run)[:len(ids)] == ids
+    assert run.details["cached_tokens"] >= len(ids) // BLOCK_TOKENS * BLOCK_TOKENS
+
+
+def test_turns_regenerates_edits_and_continues_start_with_the_kept_ids(fake_workers, chat):
+    first = wait_terminal(run_submit(chat=chat, content="Explain the loops.", max_tokens=20).pk)
+    ids = kept(first)
+    text = CharTokenizer().decode(ids)
+    assert text.endswith(first.assistant_message.content)
+    assert "Explain the loops." in text and len(ids) > first.prompt_tokens
+    # The prompt is not a whole number of the fake tokenizer's three-byte tokens: a fresh
+    # rendering of the next turn would split the reply's text otherwise than the engine did.
+    assert len(CharTokenizer().decode(ids[:first.prompt_tokens]).encode()) % 3
+
+    second = wait_terminal(run_submit(chat=chat, content="And lists?", max_tokens=20).pk)
+    builds_on(second, ids)
+    again = wait_terminal(run_regenerate(chat=chat, message=second.assistant_message).pk)
+    builds_on(again, ids)
+    edited = wait_terminal(run_submit(chat=chat, content="Or sets?", edit_of=second.user_message,
+                                      max_tokens=3).pk)
+    builds_on(edited, ids)
+    assert edited.finish_reason == "length"
+    carried_on = wait_terminal(run_continue(chat=chat, message=edited.assistant_message, max_tokens=10).pk)
+    builds_on(carried_on, kept(edited))
+
+
+def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, chat):
+    first = wait_terminal(run_submit(chat=chat, content="Explain loops.", max_tokens=20).pk)
+    MessageTokens.objects.filter(message_id=first.assistant_message_id).delete()  # as a reply of before
+    second = wait_terminal(run_submit(chat=chat, content="And lists?", max_tokens=20).pk)
+    assert second.status == "completed"
+    prompt = CharTokenizer().decode(kept(second)[:second.prompt_tokens])
+    assert prompt.count("<|user|>") == 2 and first.assistant_message.content in prompt
