@@ -10,7 +10,10 @@ the commit, so the order does not matter), and keeps the two tables ``post_migra
 with the same rows (``kept_models``; tests/conftest.py turns the refill off and fails the session
 if a test changed them). A flush that resets sequences or cascades is Django's
 ``TRUNCATE``, of the same tables."""
+from django.db import OperationalError
 from django.db.backends.postgresql import base, operations
+
+DEADLOCK = "40P01"
 
 
 def kept_models() -> tuple:
@@ -29,6 +32,17 @@ class DatabaseOperations(operations.DatabaseOperations):
             return super().sql_flush(style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         names = [self.quote_name(table) for table in tables]
         return [f"LOCK TABLE {', '.join(names)} IN ACCESS EXCLUSIVE MODE", *(f"DELETE FROM {name}" for name in names)]
+
+    def execute_sql_flush(self, sql_list):
+        """Django's, tried again when Postgres chose it as a deadlock's victim: the LOCK takes the
+        tables one by one, and a live process's transaction may hold one of them and wait for
+        another (its whole transaction rolled back, so a second try starts clean)."""
+        for attempt in range(3):
+            try:
+                return super().execute_sql_flush(sql_list)
+            except OperationalError as exc:
+                if getattr(exc.__cause__, "sqlstate", None) != DEADLOCK or attempt == 2:
+                    raise
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
