@@ -49,8 +49,17 @@
   }
 
   /* Queue a message. `started(data)`: the reply ended meanwhile and it was sent at once;
-   * `back(content)`: it was refused, and goes back to the message box. */
-  async function add(content, { started, back }) {
+   * `back(content)`: it was refused, and goes back to the message box. One POST at a time:
+   * two messages typed quickly are queued in the order they were typed, not the order their
+   * requests happen to arrive in. */
+  let posting = Promise.resolve();
+  function add(content, how) {
+    const done = posting.then(() => post(content, how));
+    posting = done.catch(() => {});
+    return done;
+  }
+
+  async function post(content, { started, back }) {
     const res = await ns.api.post("/api/chats/" + ns.state.chat.id + "/messages/",
                                   { content, queue: true, ...(ns.sendExtra || {}) },
                                   { "Idempotency-Key": ns.api.newKey() });
