@@ -137,6 +137,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / CLK_TCK
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """A server's CPU: the process itself, its reaped children and its live ones."""
+    import psutil
+
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in parts[11:15]) / CLK_TCK
+    for child in psutil.Process(pid).children():
+        try:
+            total += cpu_seconds(child.pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
 def postgres_cpu_seconds() -> float:
     """CPU of the whole Postgres server (shared with every other session on the
     machine): the postmaster with its reaped backends (cutime + cstime) plus the
@@ -203,8 +218,6 @@ class CpuMeter:
         self.pids = pids
 
     def _read(self):
-        from bench.services import tree_cpu_seconds
-
         out = {}
         for name, pid in self.pids.items():
             try:

@@ -94,18 +94,3 @@ class PrivatePostgres:
             subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self.data, "-m",
                             "fast", "stop"], capture_output=True, timeout=60)
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """A server's CPU: the process itself, its reaped children and its live ones."""
-    import psutil
-
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    total = sum(int(x) for x in parts[11:15]) / common.CLK_TCK
-    for child in psutil.Process(pid).children():
-        try:
-            total += common.cpu_seconds(child.pid)
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return total

@@ -182,7 +182,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # The SSE consumer and the OpenAI-compatible async views are not DRF views: document them too.
-    "PREPROCESSING_HOOKS": ["chatsite.api.openapi.add_documented_endpoints"],
+    "PREPROCESSING_HOOKS": ["chatsite.api.schema_hook.add_documented_endpoints"],
     "TAGS": [
         {"name": "chats", "description": "Chats and their messages; posting a message starts a run."},
         {"name": "runs", "description": "A run generates one reply: status, cancel, and its token stream (SSE)."},

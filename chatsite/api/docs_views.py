@@ -2,7 +2,7 @@
 
 The endpoint is the plain ASGI app chatsite.runs.events_app.run_events,
 routed in chatsite/edge/asgi.py before Django; this view only carries its OpenAPI
-description (added by chatsite.api.openapi.add_documented_endpoints) and is never
+description (added by chatsite.api.schema_hook.add_documented_endpoints) and is never
 routed."""
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.views import APIView

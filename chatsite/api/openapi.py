@@ -1,6 +1,6 @@
-"""OpenAPI documentation helpers: documented error responses, the bearer-key
-security scheme, and the endpoints that are not DRF views (the SSE consumer and
-the OpenAI-compatible async views), added to the schema by a preprocessing hook."""
+"""OpenAPI documentation helpers: documented error responses and the bearer-key
+security scheme (the endpoints that are not DRF views join the schema through
+chatsite.api.schema_hook)."""
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from drf_spectacular.utils import OpenApiResponse
@@ -45,29 +45,3 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
                                  "(shown once) or `manage.py create_api_key`.")
         return scheme
 
-
-def add_documented_endpoints(endpoints, **kwargs):
-    """drf-spectacular preprocessing hook: document the endpoints that are not DRF
-    views. Their documentation-only views are never routed; the real handlers are
-    chatsite.runs.events_app.run_events and chatsite.openai_api.completions.views."""
-    from chatsite.api.docs_views import RunEventsDocs
-    from chatsite.openai_api.completions.docs import ChatCompletionsDocs, ModelDetailDocs, ModelListDocs
-    from chatsite.openai_api.completions.docs import TextCompletionsDocs
-    from chatsite.openai_api.responses.docs import (ResponseCancelDocs, ResponseDetailDocs, ResponseInputItemsDocs,
-                                                    ResponsesDocs)
-
-    extra = [
-        ("/api/runs/{run_id}/events", "api/runs/<int:run_id>/events", "GET", RunEventsDocs.as_view()),
-        ("/v1/chat/completions", "v1/chat/completions", "POST", ChatCompletionsDocs.as_view()),
-        ("/v1/completions", "v1/completions", "POST", TextCompletionsDocs.as_view()),
-        ("/v1/models", "v1/models", "GET", ModelListDocs.as_view()),
-        ("/v1/models/{model}", "v1/models/<str:model>", "GET", ModelDetailDocs.as_view()),
-        ("/v1/responses", "v1/responses", "POST", ResponsesDocs.as_view()),
-        ("/v1/responses/{response_id}", "v1/responses/<str:response_id>", "GET", ResponseDetailDocs.as_view()),
-        ("/v1/responses/{response_id}", "v1/responses/<str:response_id>", "DELETE", ResponseDetailDocs.as_view()),
-        ("/v1/responses/{response_id}/cancel", "v1/responses/<str:response_id>/cancel", "POST",
-         ResponseCancelDocs.as_view()),
-        ("/v1/responses/{response_id}/input_items", "v1/responses/<str:response_id>/input_items", "GET",
-         ResponseInputItemsDocs.as_view()),
-    ]
-    return list(endpoints) + extra

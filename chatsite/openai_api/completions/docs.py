@@ -1,5 +1,5 @@
 """OpenAPI documentation of the /v1/ endpoints: request and response shapes, and
-documentation-only views the schema hook adds (chatsite.api.openapi). The real
+documentation-only views the schema hook adds (chatsite.api.schema_hook). The real
 handlers are the async views in chatsite.openai_api.completions.views."""
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
