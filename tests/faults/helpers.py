@@ -1,9 +1,22 @@
 """Checks every fault test makes: one terminal state, byte-identical text everywhere."""
+import time
+
 from chatsite import redis_keys
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.log import rebuild
 from tests.runs.helpers import wait_terminal  # noqa: F401 (the fault tests import it from here too)
+
+
+def holder_of(run_id: int, timeout: float = 20) -> str:
+    """The hostname of the worker running the run, once one claims it (TimeoutError if none does)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        run = GenerationRun.objects.get(pk=run_id)
+        if run.worker and run.status == GenerationRun.Status.RUNNING:
+            return run.worker.split("@")[0]
+        time.sleep(0.02)
+    raise TimeoutError(f"run {run_id}: no worker claimed it in {timeout} s")
 
 
 def stream_entries(client, run_id):

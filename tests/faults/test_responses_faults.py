@@ -9,27 +9,16 @@ import httpx
 import pytest
 
 from chatsite.openai_api.models import ResponseRecord
-from chatsite.runs.models import GenerationRun
 from tests import stack
 from tests.factories import PoolFactory
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost
+from tests.faults.helpers import assert_nothing_lost, holder_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _events(raw: bytes) -> list[bytes]:
     return [chunk + b"\n\n" for chunk in raw.split(b"\n\n") if chunk and not chunk.startswith(b":")]
-
-
-def _holder(run_id: int, timeout: float = 20) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        run = GenerationRun.objects.get(pk=run_id)
-        if run.worker and run.status == "running":
-            return run.worker.split("@")[0]
-        time.sleep(0.02)
-    raise TimeoutError
 
 
 def test_a_response_survives_its_worker_and_web_and_resumes_byte_exact(fault_stack, fault_redis_client, auth):
@@ -46,7 +35,7 @@ def test_a_response_survives_its_worker_and_web_and_resumes_byte_exact(fault_sta
             if len(_events(raw[:raw.rfind(b"\n\n") + 2])) >= 10:
                 break
     prefix = _events(raw[:raw.rfind(b"\n\n") + 2])[:10]
-    holder = _holder(run_id)
+    holder = holder_of(run_id)
     while fault_redis_client.xlen(f"run:{run_id}") < 40:
         time.sleep(0.005)
     fault_stack["workers"][holder].signal(signal.SIGKILL)

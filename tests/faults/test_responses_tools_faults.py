@@ -13,12 +13,11 @@ import jsonschema
 import pytest
 
 from chatsite.pools.models import ModelPool
-from chatsite.runs.models import GenerationRun
 from inference.chat_templates import SMOLLM2_TOOLS
 from tests import stack
 from tests.factories import PoolFactory
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost, wait_terminal
+from tests.faults.helpers import assert_nothing_lost, holder_of, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,16 +32,6 @@ def _events(raw: bytes) -> list[dict]:
             if chunk and not chunk.startswith(b":")]
 
 
-def _holder(run_id: int, timeout: float = 20) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        run = GenerationRun.objects.get(pk=run_id)
-        if run.worker and run.status == "running":
-            return run.worker.split("@")[0]
-        time.sleep(0.02)
-    raise TimeoutError
-
-
 def _stream_through_a_kill(fault_stack, fault_redis_client, auth, body: dict) -> tuple[int, bytes, str]:
     """POST a streamed response, kill the worker writing it once it has written some
     (watched apart: a call's text reaches the client only once it is whole), and read the
@@ -52,7 +41,7 @@ def _stream_through_a_kill(fault_stack, fault_redis_client, auth, body: dict) ->
     def kill_the_writer(run_id: int) -> None:
         while fault_redis_client.xlen(f"run:{run_id}") < 20:
             time.sleep(0.005)
-        killed["holder"] = _holder(run_id)
+        killed["holder"] = holder_of(run_id)
         fault_stack["workers"][killed["holder"]].signal(signal.SIGKILL)
 
     with httpx.stream("POST", f"{fault_stack['webs'][0]}/v1/responses", json=body, headers=auth,

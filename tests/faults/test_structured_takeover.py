@@ -21,7 +21,7 @@ from inference.chat_templates import SMOLLM2_TOOLS
 from tests import stack
 from tests.factories import PoolFactory
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost
+from tests.faults.helpers import assert_nothing_lost, holder_of
 from tests.faults.hosts.probes import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,22 +39,12 @@ PAUSE_LIMIT_SECONDS = 30  # the lease is 4 s in tests and beat sweeps every seco
 TRIALS = [("json_schema", "kill"), ("json_schema", "pause"), ("tool_required", "kill"), ("tool_required", "pause")]
 
 
-def _holder(run_id: int, timeout: float = 20) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        run = GenerationRun.objects.get(pk=run_id)
-        if run.worker and run.status == "running":
-            return run.worker.split("@")[0]
-        time.sleep(0.02)
-    raise TimeoutError
-
-
 def _fault(fault_stack, fault_redis_client, run_id: int, at: int, fault: str, done: dict) -> None:
     """At `at` tokens streamed, SIGKILL the worker writing the run, or pause it (SIGSTOP)
     until another attempt holds the run, then let it go on (its writes are fenced)."""
     while streamed(fault_redis_client, run_id) < at:
         time.sleep(0.003)
-    done["holder"] = holder = _holder(run_id)
+    done["holder"] = holder = holder_of(run_id)
     proc = fault_stack["workers"][holder]
     if fault == "kill":
         proc.signal(signal.SIGKILL)

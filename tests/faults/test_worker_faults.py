@@ -12,7 +12,7 @@ from tests import stack
 from tests.factories import ChatFactory, PoolFactory
 from tests.faults.client import follow, follow_in_thread
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost, stream_entries, wait_terminal
+from tests.faults.helpers import assert_nothing_lost, holder_of, stream_entries, wait_terminal
 from tests.faults.hosts.probes import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,16 +28,6 @@ def post(base, auth, chat_id, **body):
                       json={"content": "Tell me about loops.", **body}, timeout=30)
     assert resp.status_code == 202, resp.text
     return resp.json()["run"]
-
-
-def holder_of(run_id, timeout=20):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        run = GenerationRun.objects.get(pk=run_id)
-        if run.worker and run.status == "running":
-            return run.worker.split("@")[0]
-        time.sleep(0.02)
-    raise TimeoutError
 
 
 def wait_tokens(box_thread_result, n, timeout=20):
