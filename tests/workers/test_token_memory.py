@@ -49,9 +49,14 @@ def test_turns_regenerates_edits_and_continues_start_with_the_kept_ids(fake_work
 
 
 def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, chat):
-    first = wait_terminal(run_submit(chat=chat, content="Explain loops.", max_tokens=20).pk)
+    tokenizer = CharTokenizer()
+    first = wait_terminal(run_submit(chat=chat, content="Explain the loops.", max_tokens=20).pk)
+    # kept ids would split the next prompt otherwise than a fresh tokenizing: the reply starts off the grid
+    assert len(tokenizer.decode(kept(first)[:first.prompt_tokens]).encode()) % 3
     MessageTokens.objects.filter(message_id=first.assistant_message_id).delete()  # as a reply of before
     second = wait_terminal(run_submit(chat=chat, content="And lists?", max_tokens=20).pk)
     assert second.status == "completed"
-    prompt = CharTokenizer().decode(kept(second)[:second.prompt_tokens])
+    prompt_ids = kept(second)[:second.prompt_tokens]
+    prompt = tokenizer.decode(prompt_ids)
     assert prompt.count("<|user|>") == 2 and first.assistant_message.content in prompt
+    assert prompt_ids == tokenizer.encode(prompt)  # the whole prompt tokenized afresh
