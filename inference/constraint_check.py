@@ -18,9 +18,12 @@ COMPILER_CACHE_BYTES = 64 * 1024 * 1024
 
 
 class ConstraintCheck:
-    def __init__(self, tokenizer, vocab_size: int):
+    def __init__(self, tokenizer, vocab_size: int, *, backend: str = "auto", any_whitespace: bool = True):
+        """`backend` and `any_whitespace` as the engine's structured_outputs_config has them."""
         self._tokenizer = tokenizer
         self._vocab_size = vocab_size
+        self._backend = backend
+        self._any_whitespace = any_whitespace
         self._compiler = None
         self._lock = threading.Lock()
         self._compiler_lock = threading.Lock()
@@ -66,14 +69,20 @@ class ConstraintCheck:
         params = SamplingParams(structured_outputs=StructuredOutputsParams(json=schema_text))
         try:  # vLLM's "auto" backend: xgrammar, else guidance (sampling_params._validate_structured_outputs)
             check_json_nesting(schema_text)
+            if self._backend == "guidance":
+                validate_guidance_grammar(params, tokenizer=None)
+                return None  # guidance compiles lazily, token by token: nothing costly up front
             try:
                 validate_xgrammar_grammar(params)
             except VLLMValidationError:
+                if self._backend == "xgrammar":
+                    raise
                 validate_guidance_grammar(params, tokenizer=None)
-                return None  # guidance compiles lazily, token by token: nothing costly up front
+                return None
         except (VLLMValidationError, ValueError) as exc:
             return f"the engine refuses it: {exc}"
-        self._xgrammar().compile_json_schema(schema_text, any_whitespace=True)
+        separators = None if self._any_whitespace else (",", ":")  # as vLLM's XgrammarBackend compiles it
+        self._xgrammar().compile_json_schema(schema_text, any_whitespace=self._any_whitespace, separators=separators)
         return None
 
     def _xgrammar(self):

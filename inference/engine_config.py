@@ -34,6 +34,8 @@ ENGINE_ARG_DEFAULTS: dict = {
     # A request's logprobs (OpenAI's top_logprobs) are the model's own, before temperature
     # and penalties, as OpenAI reports them; up to MAX_TOP_LOGPROBS alternatives per token.
     "max_logprobs": MAX_TOP_LOGPROBS, "logprobs_mode": "raw_logprobs",
+    # vLLM's choice of grammar backend (auto: xgrammar, else guidance) and JSON free to hold any whitespace.
+    "structured_outputs_config": {"backend": "auto", "disable_any_whitespace": False},
 }
 ENGINE_ARG_KEYS = frozenset(ENGINE_ARG_DEFAULTS)
 
@@ -43,9 +45,14 @@ ENGINE_ARG_KEYS = frozenset(ENGINE_ARG_DEFAULTS)
 # copy, whose quantized matmuls need bfloat16 activations.
 CPU_BASE_ARGS = {"max_num_seqs": 64, "max_num_batched_tokens": 2048, "block_size": 32,
                  "enable_prefix_caching": True, "enable_chunked_prefill": True, "seed": 0}
+# Compact JSON under a grammar: left free, the 135M model pads a value with whitespace to
+# max_tokens (bench/out/structured_takeover.md); vLLM allows it only with a named backend, and
+# xgrammar alone then takes a schema (no guidance fallback: multipleOf, a pattern with a length bound, ... refused).
+COMPACT_JSON = {"backend": "xgrammar", "disable_any_whitespace": True}
 DEMO_POOL_ENGINE_ARGS = {
-    "flagship": {**CPU_BASE_ARGS, "dtype": "float32"},
-    "small": {**CPU_BASE_ARGS, "dtype": "bfloat16", "quantization": "compressed-tensors"},
+    "flagship": {**CPU_BASE_ARGS, "dtype": "float32", "structured_outputs_config": COMPACT_JSON},
+    "small": {**CPU_BASE_ARGS, "dtype": "bfloat16", "quantization": "compressed-tensors",
+              "structured_outputs_config": COMPACT_JSON},
 }
 DEMO_CONTEXT_LENGTH = 8192  # SmolLM2's max_position_embeddings
 # The two tiny models trained from pydoc text (inference.demo_models): the test suite's fast engine.
@@ -73,6 +80,7 @@ SPECULATIVE_KEYS = {
 }
 MAX_SPECULATIVE_TOKENS = 16  # past this, verification cost outgrows what drafts get accepted
 MAX_TENSOR_PARALLEL = 8  # GPUs in one host: vLLM's tensor parallel does not span hosts here
+STRUCTURED_BACKENDS = ("auto", "xgrammar", "guidance")  # the backends ConstraintCheck can ask
 
 
 @dataclass(frozen=True)
@@ -130,12 +138,27 @@ def engine_config_problems(*, model: str, context_length: int, engine_args: dict
     problems = _batching(args, context_length, device) + _parallel(args, device, config)
     problems += _precision(args, device, model, config)
     problems += _speculation(args.get("speculative_config"), model, config, context_length)
+    problems += _structured_outputs(args["structured_outputs_config"])
     if config is not None:
         window = config.get("max_position_embeddings")
         if isinstance(window, int) and context_length > window:
             problems.append(Problem("context_length", f"context length {context_length} is longer than the "
                                                       f"model's max_position_embeddings ({window})"))
     return problems
+
+
+def _structured_outputs(value) -> list[Problem]:
+    default = ENGINE_ARG_DEFAULTS["structured_outputs_config"]
+    if not isinstance(value, dict) or set(value) - set(default):
+        return [Problem("engine_args", f"structured_outputs_config must be an object of {', '.join(default)}")]
+    so = {**default, **value}
+    if so["backend"] not in STRUCTURED_BACKENDS or not isinstance(so["disable_any_whitespace"], bool):
+        return [Problem("engine_args", f"structured_outputs_config: backend one of {', '.join(STRUCTURED_BACKENDS)}"
+                                       ", disable_any_whitespace true or false")]
+    if so["disable_any_whitespace"] and so["backend"] == "auto":
+        return [Problem("engine_args", "structured_outputs_config: disable_any_whitespace needs a backend named "
+                                       "(xgrammar or guidance), as vLLM does")]
+    return []
 
 
 # vLLM's CPU build keeps an FP8 KV cache only on x86 with AVX-512 or AMX (/proc/cpuinfo's

@@ -78,7 +78,9 @@ class EngineSpec:
         problems = [p.message for p in engine_config_problems(model=model, context_length=context_length,
                                                               engine_args=overrides, device=device)]
         args = {**ENGINE_ARG_DEFAULTS, **overrides}
-        if not problems:
+        if not problems:  # a pool may name one of its keys: the other keeps the pinned default
+            args["structured_outputs_config"] = {**ENGINE_ARG_DEFAULTS["structured_outputs_config"],
+                                                 **args["structured_outputs_config"]}
             problems = host_problems(model=model, context_length=context_length, args=args, device=device,
                                      gpu_count=_gpu_count() if device == "gpu" else 0,
                                      kv_cache_bytes=_cpu_kv_cache_bytes() if device == "cpu" else None,
@@ -89,7 +91,10 @@ class EngineSpec:
 
     def engine_args(self):
         """vLLM's AsyncEngineArgs for this spec (imports vLLM)."""
+        from vllm.config.structured_outputs import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
 
+        args = {**self.args, "structured_outputs_config": StructuredOutputsConfig(
+            **self.args["structured_outputs_config"])}
         return AsyncEngineArgs(model=self.model, tokenizer=self.model, max_model_len=self.max_model_len,
-                               served_model_name=[self.pool], **self.args)
+                               served_model_name=[self.pool], **args)

@@ -214,7 +214,10 @@ class VllmBackend:
 
     def constraint_problem(self, json_schema: str, *, budget_seconds: float) -> str | None:
         if self._constraints is None:
-            self._constraints = ConstraintCheck(self.tokenizer, self.engine.model_config.get_vocab_size())
+            config = self.engine.vllm_config.structured_outputs_config
+            self._constraints = ConstraintCheck(self.tokenizer, self.engine.model_config.get_vocab_size(),
+                                                backend=config.backend,
+                                                any_whitespace=not config.disable_any_whitespace)
         return self._constraints.problem(json_schema, budget_seconds=budget_seconds)
 
     def stats(self) -> EngineStats:

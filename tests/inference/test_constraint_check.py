@@ -51,3 +51,15 @@ def test_a_compile_past_its_budget_is_refused_then_answered_when_it_ends(check):
     while check.problem(schema, budget_seconds=0.001) is not None and time.monotonic() < deadline:
         time.sleep(0.5)
     assert check.problem(schema, budget_seconds=0) is None  # the compile went on; its answer is kept
+
+
+def test_an_engine_with_xgrammar_named_refuses_what_only_guidance_takes(check):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(settings.CHATSITE["DEMO_MODELS_DIR"] / "smollm2-135m-instruct")
+    compact = ConstraintCheck(tokenizer, len(tokenizer), backend="xgrammar", any_whitespace=False)
+    schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}})
+    assert check.problem(schema, budget_seconds=60) is None  # auto: guidance takes it
+    assert compact.problem(schema, budget_seconds=60).startswith("the engine refuses it")
+    assert compact.problem(json.dumps({"type": "object", "properties": {"a": {"type": "string"}}}),
+                           budget_seconds=60) is None  # compiled compact, as the engine compiles it

@@ -71,6 +71,12 @@ BAD = [
      "needs distributed_executor_backend 'mp'"),
     ("unknown executor", {"distributed_executor_backend": "ray-ish"}, 1024, "cpu", "engine_args",
      "must be 'uni' or 'mp'"),
+    ("compact json, backend auto", {"structured_outputs_config": {"disable_any_whitespace": True}}, 1024, "cpu",
+     "engine_args", "disable_any_whitespace needs a backend named"),
+    ("unknown grammar backend", {"structured_outputs_config": {"backend": "outlines"}}, 1024, "cpu",
+     "engine_args", "backend one of auto, xgrammar, guidance"),
+    ("unknown structured key", {"structured_outputs_config": {"whitespace": "none"}}, 1024, "cpu",
+     "engine_args", "structured_outputs_config must be an object of backend, disable_any_whitespace"),
 ]
 GOOD = [
     ("demo", {}),
@@ -78,6 +84,8 @@ GOOD = [
     ("fp8 kv", {"kv_cache_dtype": "fp8"}),
     ("fp8 weights", {"dtype": "bfloat16", "quantization": "fp8_per_channel"}),
     ("small chunked-prefill budget", {"max_num_batched_tokens": 128, "max_num_seqs": 16}),
+    ("compact json", {"structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True}}),
+    ("guidance named alone", {"structured_outputs_config": {"backend": "guidance"}}),
 ]
 
 
@@ -223,3 +231,9 @@ def test_this_hosts_cpu_flags_are_read():
         assert flags and "fpu" in flags
     else:
         assert flags is None
+
+
+def test_a_pool_naming_one_structured_outputs_key_keeps_the_pinned_other(models):
+    spec = EngineSpec.build(pool="x", model=str(models / "flagship"), context_length=1024, device="cpu",
+                            engine_args={**DEMO_ENGINE_ARGS, "structured_outputs_config": {"backend": "guidance"}})
+    assert spec.args["structured_outputs_config"] == {"backend": "guidance", "disable_any_whitespace": False}
