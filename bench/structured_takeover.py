@@ -6,8 +6,10 @@ worker takes the run up, its grammar advanced over the reply so far
 (inference.carried_grammar). A trial passes when the saved reply is valid JSON of its
 schema and equal to what the client streamed. Per shape and fault: trials, passes, the
 tokens at the fault, and the client's longest wait between two chunks; with --baseline,
-how many uncut replies of the same requests are valid (the small model, free to write
-any whitespace JSON allows, sometimes pads a reply to max_tokens: that is not the fault's).
+how many uncut replies of the same requests are valid. The shapes are
+bench.structured_shapes.CITY's (one call: `parallel_tool_calls: false`); the demo pools
+write compact JSON (inference.engine_config.COMPACT_JSON: left free, the small model
+padded a value with whitespace to max_tokens, 8 of 40 trials of the first run).
 
 Real daphne, three Celery workers of the demo flagship pool (SmolLM2-135M-Instruct on
 vLLM's CPU build, temperature 0.7) and beat sweeping every second, on a fresh database and
@@ -27,75 +29,15 @@ import time
 from datetime import date
 
 import httpx
-import jsonschema
-
 from bench import common
 from bench.platform_stack import Proc, Stack
+from bench.structured_shapes import CITY, SHAPES, client_text, same
 from chatsite import redis_keys  # key names only; no Django
 
 OUT_MD = common.ROOT / "bench/out/structured_takeover.md"
 WORKERS = ("ta", "tb", "tc")
 PAUSE_LIMIT_SECONDS = 60
 MAX_TOKENS = 200
-REPORT = {"type": "object", "additionalProperties": False, "required": ["city", "country", "capital", "landmarks"],
-          "properties": {"city": {"type": "string", "maxLength": 20},
-                         "country": {"type": "string", "enum": ["France", "Italy", "Spain"]},
-                         "capital": {"type": "boolean"},
-                         "landmarks": {"type": "array", "items": {"type": "string", "maxLength": 24},
-                                       "minItems": 2, "maxItems": 3}}}
-WEATHER = {"type": "object", "additionalProperties": False, "required": ["city", "unit", "days"],
-           "properties": {"city": {"type": "string", "maxLength": 30},
-                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                          "days": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}}}
-SHAPES = {
-    "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "report", "schema": REPORT}},
-                    "messages": [{"role": "user", "content": "Describe Paris in JSON."}]},
-    "tool_required": {"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}],
-                      "tool_choice": "required",
-                      "messages": [{"role": "user", "content": "What is the weather in Paris this week?"}]},
-}
-
-
-def valid(shape: str, text: str) -> str | None:
-    """None if `text` is a whole reply of its shape, else what is wrong."""
-    try:
-        value = json.loads(text)
-        if shape == "json_schema":
-            jsonschema.validate(value, REPORT)
-        else:
-            assert isinstance(value, list) and value, "no call"
-            for call in value:
-                assert call["name"] == "get_weather", call["name"]
-                jsonschema.validate(call["arguments"], WEATHER)
-    except (ValueError, AssertionError, KeyError, TypeError, jsonschema.ValidationError) as exc:
-        return f"{type(exc).__name__}: {str(exc)[:120]}"
-    return None
-
-
-def streamed(shape: str, chunks: list[dict]) -> str:
-    """What the client read, as the saved reply writes it: the content, or the calls' JSON."""
-    deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
-    if shape == "json_schema":
-        return "".join(d.get("content") or "" for d in deltas)
-    calls: dict[int, dict] = {}
-    for d in deltas:
-        for part in d.get("tool_calls") or ():
-            call = calls.setdefault(part["index"], {"name": "", "arguments": ""})
-            call["name"] += part.get("function", {}).get("name") or ""
-            call["arguments"] += part.get("function", {}).get("arguments") or ""
-    try:
-        return json.dumps([{"name": c["name"], "arguments": json.loads(c["arguments"])} for _, c in sorted(calls.items())])
-    except ValueError:
-        return "<calls that do not parse>"
-
-
-def same(shape: str, saved: str, client: str) -> bool:
-    if shape == "json_schema":
-        return saved == client
-    try:  # the calls the client read, against the saved text's (its spacing is the model's)
-        return json.loads(client) == [{"name": c["name"], "arguments": c["arguments"]} for c in json.loads(saved)]
-    except (ValueError, KeyError, TypeError):
-        return False
 
 
 def tokens_streamed(r, run_id: int) -> int:
@@ -161,7 +103,7 @@ class Workers:
 
 def one_trial(stack: Stack, workers: Workers, base: str, auth: dict, shape: str, fault: str, at: int) -> dict:
     r = stack.redis()
-    body = {"model": common.POOL, "stream": True, "max_tokens": MAX_TOKENS, "temperature": 0.7, **SHAPES[shape]}
+    body = {"model": common.POOL, "stream": True, "max_tokens": MAX_TOKENS, "temperature": 0.7, **CITY.body(shape)}
     chunks, arrivals, box = [], [], {}
 
     def inject(run_id: int) -> None:
@@ -202,8 +144,8 @@ def one_trial(stack: Stack, workers: Workers, base: str, auth: dict, shape: str,
     while (row := run_row(stack, run_id))[0] in ("queued", "running") and time.monotonic() < end:
         time.sleep(0.1)
     status, attempt, worker, error, saved, completion_tokens, finish_reason = row
-    client = streamed(shape, chunks)
-    problem = (None if status == "completed" else f"{status}: {error}") or valid(shape, saved) or (
+    client = client_text(shape, chunks)
+    problem = (None if status == "completed" else f"{status}: {error}") or CITY.problem(shape, saved) or (
         None if same(shape, saved, client) else "the client streamed other text")
     return {"shape": shape, "fault": fault, "cut": True, "run": run_id, "at": box["at"], "attempt": attempt,
             "moved": (worker or "").split("@")[0] != box["holder"], "problem": problem,
@@ -215,13 +157,13 @@ def one_trial(stack: Stack, workers: Workers, base: str, auth: dict, shape: str,
 def uncut(base: str, auth: dict, shape: str) -> dict:
     """One reply of the shape with no fault: its length (the random points fall within
     it), and whether it is valid (the baseline the trials are read against)."""
-    body = {"model": common.POOL, "max_tokens": MAX_TOKENS, "temperature": 0.7, **SHAPES[shape]}
+    body = {"model": common.POOL, "max_tokens": MAX_TOKENS, "temperature": 0.7, **CITY.body(shape)}
     out = httpx.post(f"{base}/v1/chat/completions", json=body, headers=auth, timeout=300).json()
     message, reason = out["choices"][0]["message"], out["choices"][0]["finish_reason"]
     text = message["content"] if shape == "json_schema" else json.dumps(
         [{"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
          for c in message.get("tool_calls") or ()] if reason != "length" else "<cut by length>")
-    return {"tokens": out["usage"]["completion_tokens"], "finish_reason": reason, "problem": valid(shape, text)}
+    return {"tokens": out["usage"]["completion_tokens"], "finish_reason": reason, "problem": CITY.problem(shape, text)}
 
 
 def write_report(trials: list[dict], baselines: dict[str, list[dict]], command: str) -> str:
