@@ -5,13 +5,12 @@ have left them; the worker that takes the run up ends it as valid JSON of its sc
 beginning with what was carried, the text any client streams (inference.carried_grammar:
 vLLM's grammar advanced over the reply so far; without it the engine writes a second
 value after the first one's beginning)."""
-import json
 import random
 from unittest import mock
 
-import jsonschema
 import pytest
 
+from bench.structured_shapes import CITY, SHAPES
 from chatsite.openai_api.completions.request import parse_completion_request
 from chatsite.openai_api.completions.services import completion_submit
 from chatsite.runs.admission.credentials import key_authenticate
@@ -22,38 +21,9 @@ from tests.runs.helpers import wait_terminal, xadd_tokens
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
 
-# Every part bounded (the 135M model, left to it, writes an integer's digits to max_tokens).
-REPORT = {"type": "object", "additionalProperties": False, "required": ["city", "country", "capital", "landmarks"],
-          "properties": {"city": {"type": "string", "maxLength": 20},
-                         "country": {"type": "string", "enum": ["France", "Italy", "Spain"]},
-                         "capital": {"type": "boolean"},
-                         "landmarks": {"type": "array", "items": {"type": "string", "maxLength": 24},
-                                       "minItems": 2, "maxItems": 3}}}
-WEATHER = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
-           "properties": {"city": {"type": "string", "maxLength": 30},
-                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}
-SHAPES = {
-    "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "report", "schema": REPORT}},
-                    "messages": [{"role": "user", "content": "Describe Paris in JSON."}]},
-    "tool_required": {"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}],
-                      "tool_choice": "required",
-                      "messages": [{"role": "user", "content": "What is the weather in Paris?"}]},
-}
-
-
-def _valid(shape: str, text: str) -> None:
-    value = json.loads(text)
-    if shape == "json_schema":
-        jsonschema.validate(value, REPORT)
-        return
-    assert isinstance(value, list) and value  # the calls, as the constraint writes them
-    for call in value:
-        assert call["name"] == "get_weather"
-        jsonschema.validate(call["arguments"], WEATHER)
-
 
 def _submit(api_key, shape: str, *, dispatch: bool):
-    body = {"model": VLLM_POOL, "max_tokens": 120, "temperature": 0.0, **SHAPES[shape]}
+    body = {"model": VLLM_POOL, "max_tokens": 120, "temperature": 0.0, **CITY.body(shape)}
     submit = lambda: completion_submit(key=key_authenticate(api_key), request=parse_completion_request(body)).run  # noqa: E731
     if dispatch:
         return submit()
@@ -61,10 +31,10 @@ def _submit(api_key, shape: str, *, dispatch: bool):
         return submit()
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("shape", SHAPES)
 def test_a_constrained_reply_cut_anywhere_is_carried_on_to_valid_json(live_url, vllm_pool, api_key, shape):
     whole = wait_terminal(_submit(api_key, shape, dispatch=True).pk, timeout=180).assistant_message.content
-    _valid(shape, whole)
+    assert CITY.problem(shape, whole) is None, whole
     rng = random.Random(f"43.3-{shape}")
     for cut in sorted({rng.randint(1, len(whole) - 1), rng.randint(1, len(whole) - 1), len(whole)}):  # and all of it
         run = _submit(api_key, shape, dispatch=False)
@@ -75,4 +45,4 @@ def test_a_constrained_reply_cut_anywhere_is_carried_on_to_valid_json(live_url, 
         text = saved.assistant_message.content if saved.assistant_message else None
         assert saved.status == "completed", (cut, whole, saved.error)
         assert text.startswith(whole[:cut]) and stream_log.read(run.pk).text == text, (cut, whole, text)
-        _valid(shape, text)
+        assert CITY.problem(shape, text) is None, (cut, whole, text)

@@ -12,9 +12,9 @@ import threading
 import time
 
 import httpx
-import jsonschema
 import pytest
 
+from bench.structured_shapes import SHAPES, Shapes, client_text, same
 from chatsite.pools.models import ModelPool
 from chatsite.runs.models import GenerationRun
 from inference.chat_templates import SMOLLM2_TOOLS
@@ -29,14 +29,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # Long strings: a reply of some 200 tokens, two seconds at the fake engine's pace.
 REPORT = {"type": "object", "properties": {f"field_{i}": {"type": "string", "minLength": 40} for i in range(12)},
           "required": [f"field_{i}" for i in range(12)]}
-SHAPES = {
-    "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "report", "schema": REPORT}},
-                    "messages": [{"role": "user", "content": "Report the outage."}]},
-    "tool_required": {"tools": [{"type": "function", "function": {"name": "file_report", "parameters": REPORT}}],
-                      "tool_choice": "required", "messages": [{"role": "user", "content": "File the report."}]},
-}
+# The fake engine writes an instance of the schema (inference.fake_json), the call's arguments too.
+LONG = Shapes(REPORT, "file_report", REPORT, "Report the outage.", "File the report.")
 PAUSE_LIMIT_SECONDS = 30  # the lease is 4 s in tests and beat sweeps every second
-TRIALS = [("json_schema", "kill"), ("json_schema", "pause"), ("tool_required", "kill"), ("tool_required", "pause")]
+TRIALS = [(shape, fault) for shape in SHAPES for fault in ("kill", "pause")]
 
 
 def _fault(fault_stack, fault_redis_client, run_id: int, at: int, fault: str, done: dict) -> None:
@@ -56,27 +52,13 @@ def _fault(fault_stack, fault_redis_client, run_id: int, at: int, fault: str, do
     proc.signal(signal.SIGCONT)
 
 
-def _streamed(chunks: list[dict], shape: str):
-    """What the client read: the content, or the calls as (name, arguments parsed)."""
-    deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
-    if shape == "json_schema":
-        return "".join(d.get("content") or "" for d in deltas)
-    calls: dict[int, dict] = {}
-    for d in deltas:
-        for part in d.get("tool_calls") or ():
-            call = calls.setdefault(part["index"], {"name": "", "arguments": ""})
-            call["name"] += part.get("function", {}).get("name") or ""
-            call["arguments"] += part.get("function", {}).get("arguments") or ""
-    return [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]
-
-
 @pytest.mark.parametrize("shape,fault", TRIALS)
 def test_a_constrained_reply_whose_worker_dies_or_stalls_ends_as_the_json_the_client_streamed(
         fault_stack, fault_redis_client, auth, shape, fault):
     PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096)
     ModelPool.objects.filter(name=POOL).update(chat_template=SMOLLM2_TOOLS)  # a template that reads tools
     at = random.Random(f"43.3-{shape}-{fault}").randint(2, 150)  # of some 200 tokens
-    body = {"model": POOL, "stream": True, "max_tokens": 1500, **SHAPES[shape]}
+    body = {"model": POOL, "stream": True, "max_tokens": 1500, **LONG.body(shape)}
     chunks, done = [], {}
     with httpx.stream("POST", f"{fault_stack['webs'][0]}/v1/chat/completions", json=body, headers=auth,
                       timeout=90) as resp:
@@ -93,14 +75,9 @@ def test_a_constrained_reply_whose_worker_dies_or_stalls_ends_as_the_json_the_cl
     try:
         run = assert_nothing_lost(fault_redis_client, run_id)
         assert run.status == "completed" and run.attempt == 2 and run.worker.split("@")[0] != holder, run.error
-        reply = json.loads(run.assistant_message.content)  # the saved reply is the model's text: valid JSON
-        if shape == "json_schema":
-            jsonschema.validate(reply, REPORT)
-            assert _streamed(chunks, shape) == run.assistant_message.content
-        else:
-            for call in reply:
-                jsonschema.validate(call["arguments"], REPORT)
-            assert _streamed(chunks, shape) == [(c["name"], c["arguments"]) for c in reply]
+        saved = run.assistant_message.content  # the model's text: valid JSON of its schema, what the client read
+        assert LONG.problem(shape, saved) is None and same(shape, saved, client_text(shape, chunks)), saved
+        if shape == "tool_required":
             assert [c["choices"][0]["finish_reason"] for c in chunks
                     if c.get("choices") and c["choices"][0].get("finish_reason")] == ["tool_calls"]
     finally:
