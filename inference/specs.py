@@ -94,7 +94,8 @@ class EngineSpec:
         from vllm.config.structured_outputs import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
 
-        args = {**self.args, "structured_outputs_config": StructuredOutputsConfig(
-            **self.args["structured_outputs_config"])}
+        args = dict(self.args)
+        if "structured_outputs_config" in args:  # vLLM takes its config object here, not a dict
+            args["structured_outputs_config"] = StructuredOutputsConfig(**args["structured_outputs_config"])
         return AsyncEngineArgs(model=self.model, tokenizer=self.model, max_model_len=self.max_model_len,
                                served_model_name=[self.pool], **args)

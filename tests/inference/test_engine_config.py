@@ -237,3 +237,7 @@ def test_a_pool_naming_one_structured_outputs_key_keeps_the_pinned_other(models)
     spec = EngineSpec.build(pool="x", model=str(models / "flagship"), context_length=1024, device="cpu",
                             engine_args={**DEMO_ENGINE_ARGS, "structured_outputs_config": {"backend": "guidance"}})
     assert spec.args["structured_outputs_config"] == {"backend": "guidance", "disable_any_whitespace": False}
+    pytest.importorskip("vllm")
+    compact = EngineSpec.build(pool="x", model=str(models / "flagship"), context_length=1024, device="cpu",
+                               engine_args=DEMO_POOL_ENGINE_ARGS["flagship"]).engine_args().structured_outputs_config
+    assert (compact.backend, compact.disable_any_whitespace) == ("xgrammar", True)  # what vLLM's engine is given
