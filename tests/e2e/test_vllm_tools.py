@@ -60,7 +60,7 @@ def test_a_required_call_of_a_pydantic_tool_with_definitions_is_valid(live_url, 
         messages=[{"role": "user", "content": "What is the weather in Paris?"}])
     choice = out.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
-    assert choice.message.tool_calls  # one or more: parallel calls are allowed (on compact JSON the model wrote more than one)
+    assert choice.message.tool_calls  # parallel calls allowed: on compact JSON the model wrote more than one
     for call in choice.message.tool_calls:
         assert call.function.name == "GetWeather"
         jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])
