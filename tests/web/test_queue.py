@@ -76,6 +76,8 @@ def test_send_now_on_a_reply_a_worker_writes_says_interrupted_live_in_every_wind
             new MutationObserver(() => foot.querySelectorAll(".badge").forEach((b) => badgesSeen.push(b.textContent)))
                 .observe(foot, { childList: true, subtree: true }); }""", first)
     chat_page.page.locator("#queue .queued").get_by_role("button", name="Send now").click()
+    stopping = saved_run(first)  # its end: saved once the send now stopped it
+    assert QueuedMessage.objects.get().interrupted_run_id == first, stopping.finish_reason  # not ended before
     for page in (chat_page, other):  # the window that steered, and the other, without a reload
         page.wait_settled(first)
         expect(page.article(first).locator(".badge")).to_have_text(INTERRUPTED, timeout=10_000)
@@ -91,13 +93,13 @@ def test_a_queued_message_refused_when_its_turn_comes_shows_why_in_every_window(
     for page in (chat_page, other):
         page.open_chat(chat.pk)
         page.page.wait_for_function("() => window.ChatUI && ChatUI.liveStream")
-    chat_page.set_send_extra({"max_tokens": 150, "ignore_eos": True})  # ~1.5 s
+    chat_page.set_send_extra(LONG_REPLY)
     chat_page.send("Tell me a story")
     first = chat_page.latest_run_id()
+    quota = TenantQuota.objects.create(tenant=tenant, token_budget=1)  # the first reply (admitted) uses it up
     chat_page.set_send_extra({"max_tokens": 3})
     chat_page.send("And another")
     expect(chat_page.page.locator("#queue .queued-text")).to_have_text(["And another"], timeout=20_000)
-    quota = TenantQuota.objects.create(tenant=tenant, token_budget=1)  # the first reply uses it up
     chat_page.wait_settled(first)
     for page in (chat_page, other):
         refused = page.page.locator("#queue .queued.refused")
