@@ -42,7 +42,11 @@ def _cycles(n: int, via: str) -> None:
     async def main():
         for _ in range(n + 1):  # the first one warms up
             guard = StreamGuard.admit_sync(grant)
-            await (guard.close() if via == "releaser" else give_back_by_client(guard))
+            if via == "releaser":
+                guard.close()  # queued; the releaser sends it when the loop turns
+            else:
+                await give_back_by_client(guard)
+            await asyncio.sleep(0.002)  # both arms: the ZREM's answer read before the next cycle
 
     asyncio.run(main())
 
