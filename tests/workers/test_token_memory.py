@@ -55,3 +55,26 @@ def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, 
     assert second.status == "completed"
     prompt = CharTokenizer().decode(kept(second)[:second.prompt_tokens])
     assert prompt.count("<|user|>") == 2 and first.assistant_message.content in prompt
+
+
+def test_a_first_turn_reads_no_kept_ids_and_a_next_turn_reads_them(chat, django_assert_num_queries):
+    """A run's prompt asks Postgres for the ids of the reply it builds on only when its
+    messages hold a reply: a first turn (every /v1 call without history) builds on none."""
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from chatsite.runs.store import claim, finalize, tokens
+    from tests.runs.store.test_statements import _ending
+    from workers import generation
+
+    rt = SimpleNamespace(host=SimpleNamespace(build_prompt=lambda messages, **kwargs: kwargs["known"]))
+    first = run_submit(chat=chat, content="hello", max_tokens=5)
+    with django_assert_num_queries(0):
+        assert generation._prompt(rt, first, max_prompt_tokens=100, so_far="") is None
+    claim.run_take(run_id=first.pk, worker="w1", now=timezone.now())
+    finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=tokens.StoredTokens([5, 6], "d" * 32))
+    second = run_submit(chat=chat, content="again", max_tokens=5)
+    with django_assert_num_queries(1):
+        known = generation._prompt(rt, second, max_prompt_tokens=100, so_far="")
+    assert known is not None and known.token_ids == [5, 6]
