@@ -227,25 +227,19 @@ def _zrem(key: str, member: str) -> bytes:
     return b"*3\r\n$4\r\nZREM\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(k), k, len(m), m)
 
 
-# Sent first on the releaser's connection: Redis answers none of its commands after it (nor it).
-_REPLIES_OFF = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"
-
-
 class _Releaser:
     """Gives streams' slots back for one event loop: close() queues a ZREM; one task sends
-    what is queued over one connection it holds, all in one write. That connection has
-    Redis's replies off (CLIENT REPLY OFF): there is no answer to read, so a ZREM costs
-    the loop no turn for it. Measured (bench/probes/slot_cost): a stream's slot taken and
-    given back cost 535 K instructions with a ZREM through redis-py's client, 409 K with
-    the answers read here; it is this module's only use of Redis below redis-py's commands.
-    A failed write drops the connection (the next batch takes another); its slots expire
-    on their own within SLOT_TTL, as do those of a ZREM Redis refused (unseen)."""
+    what is queued over one connection it holds, all in one write, and reads the answers
+    (which nothing waits for). Measured (bench/probes/slot_cost): a stream's slot
+    taken and given back cost 535 K instructions with a ZREM through redis-py's client,
+    409 K this way; it is this module's only use of Redis below redis-py's commands.
+    A failed write or read drops the connection (the next batch takes another); its
+    slots expire on their own within SLOT_TTL."""
 
     def __init__(self):
         self._queue: list[bytes] = []
         self._wake = asyncio.Event()
         self._conn = None
-        self._replies_off = False  # sent on the connection as it is now (a reconnect turns them on again)
         self._task = asyncio.ensure_future(self._run())  # held here; the releaser is held per loop
 
     def release(self, key: str, member: str) -> None:
@@ -268,12 +262,9 @@ class _Releaser:
     async def _send(self, batch: list[bytes]) -> None:
         if self._conn is None:
             self._conn = await get_async_redis().connection_pool.get_connection()
-            self._replies_off = False
-        if not self._conn.is_connected:  # redis-py connects it again as it sends: replies are on again
-            self._replies_off = False
-        head = b"" if self._replies_off else _REPLIES_OFF
-        await self._conn.send_packed_command(head + b"".join(batch), check_health=False)
-        self._replies_off = True
+        await self._conn.send_packed_command(b"".join(batch), check_health=False)
+        for _ in batch:
+            await self._conn.read_response()
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
