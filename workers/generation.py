@@ -118,7 +118,9 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
     if messages and messages[-1]["role"] == "assistant" and add_generation_prompt is not True:
         messages, prefix = messages[:-1], messages[-1]["content"]
     tools = (s.get("tools") or {}).get("definitions")  # an OpenAI request's functions
-    known = token_memory.known_for(run, continued=bool(prefix))  # the ids of the reply it builds on
+    # The ids of the reply it builds on; a first turn (no reply among its messages) builds on none: no read.
+    builds_on = prefix or any(m["role"] == "assistant" for m in messages)
+    known = token_memory.known_for(run, continued=bool(prefix)) if builds_on else None
     return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far,
                                 tools=tools, add_generation_prompt=add_generation_prompt is not False, known=known)
 

@@ -1,5 +1,4 @@
 """A new chat's title, from its first message."""
-import textwrap
 
 AUTO_TITLE_CHARS = 60
 
@@ -10,5 +9,7 @@ def auto_title(text: str, width: int = AUTO_TITLE_CHARS) -> str:
     line = " ".join(text.split())
     if len(line) <= width:
         return line
-    short = textwrap.shorten(line, width=width, placeholder="…")
-    return short if short != "…" else line[:width - 1] + "…"
+    # Every /v1 call and chat names its chat here: a cut at a space, not textwrap.shorten
+    # (~100 Python calls a title, whose chunks also split at hyphens).
+    cut = line.rfind(" ", 0, width)  # the words before it and the ellipsis fit in `width`
+    return (line[:cut] if cut > 0 else line[:width - 1]) + "…"

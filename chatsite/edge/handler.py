@@ -160,8 +160,9 @@ class FlatMiddleware:
 
     def inline_after(self, request, response) -> bool:
         """Whether `after` may run on the event loop: as inline_before, and the view left
-        nothing to save (no session written, no message added) and no error to log."""
-        if not self.inline_before(request) or response.status_code >= 400 or hasattr(response, "render"):
+        nothing to save (no session written, no message added), no error to log and no
+        template to render."""
+        if not self.inline_before(request) or response.status_code >= 400 or _to_render(response):
             return False
         session = getattr(request, "session", None)
         if session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST):
@@ -223,6 +224,12 @@ class FlatMiddleware:
         if response.status_code >= 400:
             log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
         return response
+
+
+def _to_render(response) -> bool:
+    """A TemplateResponse not rendered yet (rendering may read a template or the database);
+    a REST turn's response comes rendered (chatsite.api.async_path), its hooks inline."""
+    return hasattr(response, "render") and not getattr(response, "is_rendered", True)
 
 
 def _hooks_only(mw) -> bool:

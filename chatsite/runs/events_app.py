@@ -125,4 +125,4 @@ async def _serve(scope, send) -> None:
                 await _error(send, 500, "server_error", "something went wrong on our side; it has been logged")
     finally:
         if outlet is not None:  # give back the stream's slot
-            await outlet.close()
+            outlet.close()

@@ -114,16 +114,17 @@ class Outlet:
         finally:
             hub.unsubscribe(sub)
 
-    async def close(self) -> None:
-        """Give the slot back (idempotent)."""
-        await self.guard.close()
+    def close(self) -> None:
+        """Give the slot back (idempotent; queued, not waited for: StreamGuard.close)."""
+        self.guard.close()
 
 
 async def closing_after(outlet: Outlet, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """`body`, then the outlet's slot given back, however the body ends (a hang-up included)."""
+    """`body`, then the outlet's slot given back, however the body ends (a hang-up included).
+    The response ends without waiting for Redis: its last frame and its end leave together."""
     try:
         async with aclosing(body) as chunks:
             async for chunk in chunks:
                 yield chunk
     finally:
-        await outlet.close()
+        outlet.close()

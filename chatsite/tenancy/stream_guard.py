@@ -176,7 +176,7 @@ class StreamGuard:
         if status == -1:
             raise _too_many(grant)
         if not guard._allowed(markers):
-            await guard.close()
+            guard.close()
             return None
         return guard
 
@@ -205,16 +205,20 @@ class StreamGuard:
             if batch is not None or now >= deadline:
                 return batch
 
-    async def close(self) -> None:
-        """Give the slot back (idempotent; if Redis does not answer, the slot expires).
-        The ZREM goes to this loop's releaser (_Releaser), not through the stream's own
-        task: that task is often cancelled right here (its client hung up once the last
-        frame arrived), and a command cancelled while it waits for its reply costs its
-        connection (redis-py closes it; the next command opens another)."""
+    def close(self) -> None:
+        """Give the slot back (idempotent; if Redis does not answer, the slot expires): a ZREM
+        queued to this loop's releaser (_Releaser), which sends it when the loop next turns
+        (after the batch it is sending, if any). The stream waits for nothing here:
+        a stream's end that waited for the ZREM's answer reached its client after its last
+        frame, and a client that stops reading at that frame (an SDK at `[DONE]`) then finds
+        the response unfinished and drops the connection: one TCP connection per /v1 call.
+        Nor is the ZREM the stream's own command: its task is often cancelled right here (its
+        client hung up once the last frame arrived), and a command cancelled while it waits
+        for its reply costs its connection (redis-py closes it; the next command opens another)."""
         if self._closed:
             return
         self._closed = True
-        await asyncio.shield(_releaser().release(self._slots_key, self._slot_id))
+        _releaser().release(self._slots_key, self._slot_id)
 
 
 def _zrem(key: str, member: str) -> bytes:
@@ -224,25 +228,23 @@ def _zrem(key: str, member: str) -> bytes:
 
 
 class _Releaser:
-    """Gives streams' slots back for one event loop: close() queues a ZREM and waits for
-    its answer; one task sends what is queued over one connection it holds, all in one
-    write, and reads the answers. Measured (bench/probes/slot_cost): a stream's slot
+    """Gives streams' slots back for one event loop: close() queues a ZREM; one task sends
+    what is queued over one connection it holds, all in one write, and reads the answers
+    (which nothing waits for). Measured (bench/probes/slot_cost): a stream's slot
     taken and given back cost 535 K instructions with a ZREM through redis-py's client,
     409 K this way; it is this module's only use of Redis below redis-py's commands.
     A failed write or read drops the connection (the next batch takes another); its
     slots expire on their own within SLOT_TTL."""
 
     def __init__(self):
-        self._queue: list[tuple[bytes, asyncio.Future]] = []
+        self._queue: list[bytes] = []
         self._wake = asyncio.Event()
         self._conn = None
         self._task = asyncio.ensure_future(self._run())  # held here; the releaser is held per loop
 
-    def release(self, key: str, member: str) -> asyncio.Future:
-        done = asyncio.get_running_loop().create_future()
-        self._queue.append((_zrem(key, member), done))
+    def release(self, key: str, member: str) -> None:
+        self._queue.append(_zrem(key, member))
         self._wake.set()
-        return done
 
     async def _run(self) -> None:
         while True:
@@ -256,17 +258,13 @@ class _Releaser:
                 log.warning("could not give %d stream slot(s) back; they expire on their own", len(batch),
                             exc_info=True)
                 await self._drop()
-            for _, done in batch:
-                if not done.done():
-                    done.set_result(None)
 
-    async def _send(self, batch) -> None:
+    async def _send(self, batch: list[bytes]) -> None:
         if self._conn is None:
             self._conn = await get_async_redis().connection_pool.get_connection()
-        await self._conn.send_packed_command(b"".join(cmd for cmd, _ in batch), check_health=False)
-        for _, done in batch:
+        await self._conn.send_packed_command(b"".join(batch), check_health=False)
+        for _ in batch:
             await self._conn.read_response()
-            done.set_result(None)
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None

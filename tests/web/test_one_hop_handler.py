@@ -333,3 +333,25 @@ def test_the_handler_is_read_against_the_django_it_runs_on():
     assert flat.inline_safe  # every middleware settings.MIDDLEWARE loads is vetted or says it is safe
     loaded = {f"{type(mw).__module__}.{type(mw).__qualname__}" for mw in flat.layers}
     assert loaded >= DJANGO_INLINE_SAFE & set(settings.MIDDLEWARE)
+
+
+def test_an_api_clients_rendered_response_takes_no_hop_and_one_to_render_takes_one(monkeypatch):
+    """A REST turn's response comes rendered from its view's hop (chatsite.api.async_path):
+    its response hooks run on the event loop; a TemplateResponse still to render (its
+    template may read files or the database) is rendered, and hooked, in a hop."""
+    from rest_framework.renderers import JSONRenderer
+    from rest_framework.response import Response
+
+    def to_render():  # as a DRF view returns it
+        response = Response({"ok": True})
+        response.accepted_renderer, response.accepted_media_type = JSONRenderer(), "application/json"
+        response.renderer_context = {}
+        return response
+
+    status, body, hops = _api_call_hops(monkeypatch, lambda: to_render().render())
+    assert status == 200 and json.loads(body) == {"ok": True}
+    assert _middleware_hops(hops) == [], hops
+
+    status, body, hops = _api_call_hops(monkeypatch, to_render)
+    assert status == 200 and json.loads(body) == {"ok": True}
+    assert _middleware_hops(hops) == ["FlatMiddleware.after"], hops

@@ -1,14 +1,20 @@
 """A chat's replies keep the token ids their engine held (the fake engine's worker): a
 next turn, a regenerate, an edit and a continue start their prompts with them, and the
 engine's prefix cache serves that prefix whole (but for its last partial block)."""
+from types import SimpleNamespace
+
 import pytest
+from django.utils import timezone
 
 from chatsite.chats.models import MessageTokens
 from chatsite.runs.admission import run_continue, run_regenerate, run_submit
+from chatsite.runs.store import claim, finalize, tokens
 from chatsite.runs.store.tokens import unpack
 from inference.fake_backend import CharTokenizer
 from inference.fake_details import BLOCK_TOKENS
 from tests.runs.helpers import wait_terminal
+from tests.runs.store.test_statements import _ending
+from workers import generation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,3 +66,18 @@ def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, 
     prompt = tokenizer.decode(prompt_ids)
     assert prompt.count("<|user|>") == 2 and first.assistant_message.content in prompt
     assert prompt_ids == tokenizer.encode(prompt)  # the whole prompt tokenized afresh
+
+
+def test_a_first_turn_reads_no_kept_ids_and_a_next_turn_reads_them(chat, django_assert_num_queries):
+    """A run's prompt asks Postgres for the ids of the reply it builds on only when its
+    messages hold a reply: a first turn (every /v1 call without history) builds on none."""
+    rt = SimpleNamespace(host=SimpleNamespace(build_prompt=lambda messages, **kwargs: kwargs["known"]))
+    first = run_submit(chat=chat, content="hello", max_tokens=5)
+    with django_assert_num_queries(0):
+        assert generation._prompt(rt, first, max_prompt_tokens=100, so_far="") is None
+    claim.run_take(run_id=first.pk, worker="w1", now=timezone.now())
+    finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=tokens.StoredTokens([5, 6], "d" * 32))
+    second = run_submit(chat=chat, content="again", max_tokens=5)
+    with django_assert_num_queries(1):
+        known = generation._prompt(rt, second, max_prompt_tokens=100, so_far="")
+    assert known is not None and known.token_ids == [5, 6]
