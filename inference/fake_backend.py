@@ -103,10 +103,6 @@ def word_logprobs(request: GenerationRequest, words: list[str]) -> list[TokenLog
     return out
 
 
-def _constrained(request: GenerationRequest) -> bool:
-    return request.json_schema is not None or request.json_object or request.guide is not None
-
-
 def _hand_out(req: _Active, finish_reason: str | None) -> None:
     """One output: the words made since the request's last one (the last output when
     `finish_reason` is set)."""
@@ -153,7 +149,7 @@ class FakeBackend:
         worker that died) gets the rest of that reply, as a model would write it; a
         constrained one only if its `carried_ids` are that text (the grammar is carried on)."""
         begun = self._begun(request)
-        if begun is not None and _constrained(request) and self.tokenizer.decode(request.carried_ids) != begun[1]:
+        if begun is not None and request.constrained and self.tokenizer.decode(request.carried_ids) != begun[1]:
             begun = None  # vLLM's grammar starts afresh unless told what was written: a second value follows
         if begun is not None:
             base_ids, text = begun

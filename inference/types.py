@@ -96,6 +96,11 @@ class GenerationRequest:
         """Whether its outputs carry more than text (DetailChunk rather than Chunk)."""
         return self.logprobs is not None or self.prompt_logprobs is not None or self.token_ids
 
+    @property
+    def constrained(self) -> bool:
+        """Whether a grammar constrains the reply (JSON, a guide): its carried_ids then feed it."""
+        return self.json_schema is not None or self.json_object or self.guide is not None
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:

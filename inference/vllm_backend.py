@@ -53,7 +53,7 @@ def sampling_params(request: GenerationRequest, interval: int = 1):
         logit_bias=dict(request.logit_bias) or None,
         allowed_token_ids=list(request.allowed_token_ids) if request.allowed_token_ids is not None else None,
         prompt_logprobs=request.prompt_logprobs,
-        extra_args=carried_extra_args(request.carried_ids) if structured is not None else None,
+        extra_args=carried_extra_args(request.carried_ids) if request.constrained else None,
     )
 
 
