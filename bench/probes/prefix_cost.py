@@ -9,7 +9,7 @@ Each case runs under valgrind's callgrind after the same setup, N times; a run w
 case gives the setup's own count, subtracted. Needs valgrind and a Redis (a free bench
 database is claimed: bench.platform_stack.claim_redis_db).
 
-    .venv/bin/python -m bench.probes.prefix_cost [--calls 2000]
+    .venv/bin/python -m bench.probes.prefix_cost [--calls 200] [--sizes 100,2000,8000]
 """
 import argparse
 import os
@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (100, 2000, 8000)
 BLOCK = 16
-CASES = ("pin_get", *(f"lookup_{n}" for n in SIZES), "pin_pipe", *(f"hold_{n}" for n in SIZES))
 
 
 def _inner(case: str, calls: int) -> None:
@@ -74,7 +73,8 @@ def _count(case: str, calls: int, env: dict) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="kept ids of the replies measured")
     parser.add_argument("--inner", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner is not None:
@@ -83,12 +83,14 @@ def main() -> None:
     from bench.platform_stack import REDIS_BASE, claim_redis_db
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": f"{REDIS_BASE}/{claim_redis_db()}"}
+    sizes = [int(n) for n in args.sizes.split(",")]
+    cases = ("pin_get", *(f"lookup_{n}" for n in sizes), "pin_pipe", *(f"hold_{n}" for n in sizes))
     base = _count("pin_get", 0, env)
-    per = {case: (_count(case, args.calls, env) - base) / args.calls for case in CASES}
+    per = {case: (_count(case, args.calls, env) - base) / args.calls for case in cases}
     print(f"web, a run's router round trip: the pin's GET {per['pin_get'] / 1000:.1f} K instructions; "
-          + ", ".join(f"lookup of {n} kept ids {per[f'lookup_{n}'] / 1000:.1f} K" for n in SIZES))
+          + ", ".join(f"lookup of {n} kept ids {per[f'lookup_{n}'] / 1000:.1f} K" for n in sizes))
     print(f"worker, the finalize's pin: {per['pin_pipe'] / 1000:.1f} K instructions; with the prefixes indexed: "
-          + ", ".join(f"{n} ids {per[f'hold_{n}'] / 1000:.1f} K" for n in SIZES))
+          + ", ".join(f"{n} ids {per[f'hold_{n}'] / 1000:.1f} K" for n in sizes))
 
 
 if __name__ == "__main__":
