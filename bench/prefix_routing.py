@@ -51,6 +51,19 @@ async def _post(client: Client, path: str, body: dict) -> dict:
     return answer
 
 
+async def _select(client: Client, chat: int, message: int) -> int:
+    """Choose `message`'s version (a 409 while the last run is being finalized is tried again):
+    the chosen path's new end."""
+    for _ in range(200):
+        status, answer = await client._post(f"/api/chats/{chat}/messages/{message}/select", {})
+        if status == 200:
+            return answer["leaf"]
+        if status != 409:
+            raise RuntimeError(f"select {message}: {status} {answer}")
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"select {message}: still 409")
+
+
 async def conversation(client: Client, conv: int, turns: list, branches: list) -> None:
     """TURNS turns, then BRANCHES turns each building on a random older reply of that path:
     (run id, the reply it builds on) into `turns` and `branches`."""
@@ -66,9 +79,7 @@ async def conversation(client: Client, conv: int, turns: list, branches: list) -
         op, i = rng.choice(OPS), rng.randrange(0, TURNS - 1)  # builds on the reply of turn i, not the last
         reply = path[i][1]
         if op == "back":
-            status, chosen = await client._post(f"/api/chats/{chat}/messages/{path[-1][1]}/select", {})
-            assert status == 200, (status, chosen)
-            reply = chosen["leaf"]
+            reply = await _select(client, chat, path[-1][1])
             answer = await _post(client, f"/api/chats/{chat}/messages/", {"content": question(conv, f"{b}n")})
         elif op == "regenerate":
             answer = await _post(client, f"/api/chats/{chat}/messages/{path[i + 1][1]}/regenerate", {})
