@@ -1,7 +1,8 @@
 """Branch turns and the prefix cache: how often does a turn that builds on an older reply
 (a regenerate or an edit of a turn before the last, a turn after the first path chosen
-again) reach a worker whose cache holds that reply's whole prefix? Routing by the kept token ids (this checkout) against routing by
-the chat's pin alone (`--pin-root`: a checkout from before it).
+again) reach a worker whose cache holds that reply's whole prefix? Routing by the kept token
+ids (this checkout) against routing by the chat's pin alone (`--pin-root`: a checkout from
+before it).
 
     .venv/bin/python -m bench.prefix_routing --pin-root DIR [--conversations 12] [--workers 3] [--slots 2]
 
