@@ -39,6 +39,18 @@ def chat_affinity(chat_id: int) -> str:
     return f"chat:{chat_id}:worker"
 
 
+def prefix_holder(pool: str, digest: str) -> str:
+    """The worker of `pool` whose prefix cache last took the token ids `digest` names
+    (chatsite.runs.prefix_index); with `digest=""` the prefix its lookup script appends digests to."""
+    return f"prefix:{pool}:{digest}"
+
+
+def reply_prefixes(message_id: int) -> str:
+    """The digests of a reply's kept token ids at its indexed block ends, longest first:
+    what the router looks up for a run that builds on that reply."""
+    return f"message:{message_id}:prefixes"
+
+
 def run_redispatch_guard(run_id: int) -> str:
     """Set while the sweep's re-dispatch of an orphaned run is in flight."""
     return f"run:{run_id}:redispatch"

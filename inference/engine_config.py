@@ -113,6 +113,11 @@ def tokenizer_fingerprint(model: str) -> str | None:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
+def block_size(engine_args: dict) -> int:
+    """The tokens in one of the engine's KV blocks (the prefix cache's unit) under a pool's `engine_args`."""
+    return {**ENGINE_ARG_DEFAULTS, **(engine_args if isinstance(engine_args, dict) else {})}["block_size"]
+
+
 def kv_bytes_per_token(config: dict, *, dtype: str, kv_cache_dtype: str = "auto") -> int:
     """K and V of one token across all layers, in the engine's KV dtype."""
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]

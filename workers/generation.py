@@ -10,7 +10,6 @@ from django.db import connection
 from chatsite import stage_trace
 from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.routing import affinity_pin
 from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.stream import codec, log as stream_log
@@ -271,9 +270,11 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     elif active.outcome == stream_writer.WRITE_FAILED:
         raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
     else:
-        # The chat is pinned to this worker, whose engine now caches its prefix, in the
-        # finalize's read: the chat's next turn can only come once this reply has ended.
-        # Its reply's token ids are kept with it: the next turn's prompt starts with them.
-        with_db_retry(run_finalize, run_id=run.pk, tokens=token_memory.to_keep(rt.host, plan, active.output_ids),
-                      also=lambda pipe: affinity_pin(chat_id=run.chat_id, worker=rt.worker_name, redis=pipe))
+        # The chat is pinned to this worker, whose engine now caches its prefix, and the
+        # reply's kept ids are indexed as held here, in the finalize's read: the chat's next
+        # turn can only come once this reply has ended. Its reply's token ids are kept with
+        # it: the next turn's prompt starts with them.
+        kept = token_memory.to_keep(rt.host, plan, active.output_ids)
+        with_db_retry(run_finalize, run_id=run.pk, tokens=kept, also=lambda pipe: token_memory.held_here(
+            pipe, worker=rt.worker_name, pool=rt.pool, run=run, plan=plan, kept=kept))
     return active.outcome

@@ -4,8 +4,11 @@ import logging
 
 from django.db import DatabaseError
 
+from chatsite.runs import prefix_index
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.routing import affinity_enabled, affinity_pin
 from chatsite.runs.store import tokens as store
+from inference.engine_config import block_size
 from inference.token_prefix import TokenRecord
 
 log = logging.getLogger(__name__)
@@ -33,3 +36,14 @@ def to_keep(host, plan, output_ids) -> store.StoredTokens | None:
         return None
     made = host.token_record(plan, list(output_ids))
     return None if made is None else store.StoredTokens(made.token_ids, made.digest)
+
+
+def held_here(pipe, *, worker: str, pool, run: GenerationRun, plan, kept: store.StoredTokens | None) -> None:
+    """Add to `pipe` (the finalize's round trip) what this worker's engine holds now that
+    `run` ended: its chat (the pin) and, when its reply's ids are `kept`, those ids, the
+    first `plan.from_ids` of which were the record its prompt started with (the prefix index)."""
+    affinity_pin(chat_id=run.chat_id, worker=worker, redis=pipe)
+    if kept is not None and affinity_enabled():
+        prefix_index.hold(pipe, pool=pool.name, worker=worker, token_ids=kept.token_ids,
+                          block=block_size(pool.engine_args), reply_id=run.assistant_message_id,
+                          built_on=plan.from_ids)

@@ -1,19 +1,22 @@
 """The router: which queue a run goes to.
 
-An interactive turn goes to the worker that served the chat's last turn (its
-prefix cache holds the conversation) unless that worker is draining, silent,
-hot or (with the fair queue) has all its slots taken; then it spills to the
-pool's queue and the chat re-pins to whichever worker takes it. Batch runs always use the pool queue: their priority matters
-more than their cache. The n choices of one completion are pinned together to one
-worker before they are dispatched (`choices_pin`), so the prompt they share is
-computed once in its prefix cache.
+An interactive turn that builds on a reply whose token ids were kept goes to the worker
+whose prefix cache took the longest indexed prefix of those ids (`prefix_index`): a
+branch or an older path's next turn finds the worker that computed it, whichever worker
+the chat last used. Otherwise (or when no holder is available) it goes to the worker that
+served the chat's last turn, unless that worker is draining, silent, hot or (with the
+fair queue) has all its slots taken; then it spills to the pool's queue and the chat
+re-pins to whichever worker takes it. Batch runs always use the pool queue: their
+priority matters more than their cache. The n choices of one completion are pinned
+together to one worker before they are dispatched (`choices_pin`), so the prompt they
+share is computed once in its prefix cache.
 """
 from django.conf import settings
 
 from chatsite import redis_keys
 from chatsite.pools.health import live_workers
 from chatsite.redis_client import get_redis
-from chatsite.runs import fair_queue, queues
+from chatsite.runs import fair_queue, prefix_index, queues
 from chatsite.runs.models import GenerationRun
 
 AFFINITY_TTL_SECONDS = 3600
@@ -36,14 +39,24 @@ def worker_is_available(beat: dict | None, pool: str) -> bool:
             and int(beat.get("waiting", 0)) <= limits["AFFINITY_MAX_WAITING"])
 
 
-def queue_for(run: GenerationRun, *, pinned: bool = True) -> str:
-    """The queue for a run: its chat's pinned worker if available, else the pool's tier queue.
-    `pinned=False`: its chat has no pin to look up (the one choice of a chat its admission made)."""
+def queue_for(run: GenerationRun, *, pinned: bool = True, builds_on: int | None = None) -> str:
+    """The queue for a run: the available worker holding the longest indexed prefix of
+    the kept ids of reply `builds_on` (the reply its prompt starts with), else its chat's
+    pinned worker if available, else the pool's tier queue. `pinned=False`: its chat has
+    no pin to look up (the one choice of a chat its admission made). One round trip for
+    the pin and the holders, and the live workers' two when there is a worker to check."""
     pool = run.pool.name
     if run.tier == GenerationRun.Tier.INTERACTIVE and affinity_enabled() and pinned:
-        worker = get_redis().get(redis_keys.chat_affinity(run.chat_id))
-        if worker and worker_is_available(live_workers().get(worker), pool):
-            return queues.worker_queue(worker)
+        if builds_on is None:
+            candidates = [get_redis().get(redis_keys.chat_affinity(run.chat_id))]
+        else:
+            pin, holders = prefix_index.lookup(chat_id=run.chat_id, reply_id=builds_on, pool=pool)
+            candidates = [*holders, pin]
+        if any(candidates):
+            workers = live_workers()
+            worker = next((w for w in candidates if w and worker_is_available(workers.get(w), pool)), None)
+            if worker is not None:
+                return queues.worker_queue(worker)
     return queues.pool_queue(pool, run.tier)
 
 

@@ -92,7 +92,10 @@ def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Adm
         # No worker can have served a chat this transaction made, and one choice pins none
         # (several are pinned together before dispatch): the router need not ask Redis.
         pinned = not (plan.new and ask.choices == 1)
-        transaction.on_commit(lambda: run_dispatch_choices(runs, pinned=pinned))
+        # The reply the prompt starts with, as the worker reads its kept ids (store.tokens.tokens_builds_on):
+        # the router sends the run where they are cached.
+        builds_on = plan.continued.pk if plan.continued is not None else asked.parent_id
+        transaction.on_commit(lambda: run_dispatch_choices(runs, pinned=pinned, builds_on=builds_on))
         if plan.new and isinstance(ask.where, NewChat):
             live.chat_event(chat, live.CHAT_CREATED, title=chat.title)
         live.chat_event(chat, live.PATH_CHANGED, anchor=anchor, leaf=replies[0].pk, run=runs[0].pk, title=chat.title)

@@ -10,7 +10,8 @@ from chatsite.runs.routing import choices_pin, queue_for
 log = logging.getLogger(__name__)
 
 
-def run_dispatch(run: GenerationRun, *, affinity: bool = True, pinned: bool = True) -> None:
+def run_dispatch(run: GenerationRun, *, affinity: bool = True, pinned: bool = True,
+                 builds_on: int | None = None) -> None:
     """Send the generation task. Called after commit, so a worker never sees a run
     that is not in Postgres. If the broker is down the run stays queued and the
     beat sweep dispatches it again. `affinity=False` skips the pinned worker (the
@@ -22,9 +23,10 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True, pinned: bool = Tr
     directly, as is one the fair queue could not record (Redis failing for a moment); its
     message names its tenant, so that the worker counts it in the tenant's share of its
     threads (workers.fair_pick). `pinned=False`: the run's chat cannot be pinned to any
-    worker (a chat its admission made), so the router need not ask."""
+    worker (a chat its admission made), so the router need not ask. `builds_on`: the reply
+    the run's prompt starts with (the router looks for the worker holding its kept ids)."""
     pool_queue = queues.pool_queue(run.pool.name, run.tier)
-    queue = queue_for(run, pinned=pinned) if affinity else pool_queue
+    queue = queue_for(run, pinned=pinned, builds_on=builds_on) if affinity else pool_queue
     kwargs = {"tenant": run.tenant_id} if queue != pool_queue else {}
     if queue == pool_queue and fair_queue.enabled():
         tier = str(run.tier)
@@ -45,10 +47,11 @@ def run_dispatch(run: GenerationRun, *, affinity: bool = True, pinned: bool = Tr
             _forget(run)
 
 
-def run_dispatch_choices(runs: list[GenerationRun], *, pinned: bool = True) -> None:
+def run_dispatch_choices(runs: list[GenerationRun], *, pinned: bool = True, builds_on: int | None = None) -> None:
     """Send the generation tasks of one turn's runs (one, or a completion's choices,
     the first first). Several are first pinned to one worker where one can take them
-    all (routing.choices_pin), so its prefix cache computes their prompt once.
+    all (routing.choices_pin), so its prefix cache computes their prompt once; one goes
+    where the kept ids of reply `builds_on` (the reply its prompt starts with) are held.
     `pinned=False`: a single run whose chat no worker can hold (run_dispatch)."""
     stage_trace.mark("web.committed", runs[0].pk)
     if len(runs) > 1:
@@ -56,8 +59,9 @@ def run_dispatch_choices(runs: list[GenerationRun], *, pinned: bool = True) -> N
             choices_pin(runs[0], len(runs))
         except Exception:
             log.exception("run %s: could not pin its choices to one worker; they go to the pool", runs[0].pk)
+        builds_on = None  # the choices stay together, on the worker choices_pin chose
     for run in runs:
-        run_dispatch(run, pinned=pinned)
+        run_dispatch(run, pinned=pinned, builds_on=builds_on)
     stage_trace.mark("web.dispatched", runs[0].pk)
 
 

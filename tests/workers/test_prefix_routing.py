@@ -1,0 +1,52 @@
+"""Two fake-engine workers of one pool: a turn after an earlier reply goes to the worker whose
+prefix cache holds that reply's kept ids, whichever worker the chat is pinned to."""
+import socket
+
+import pytest
+
+from chatsite.chats.models import MessageTokens
+from chatsite.runs.admission import run_regenerate, run_submit
+from chatsite.runs.routing import affinity_pin
+from chatsite.runs.services.chat_edits import message_select
+from inference.fake_details import BLOCK_TOKENS
+from tests import stack
+from tests.runs.helpers import wait_terminal
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def other_worker(stack_env, fake_workers, django_db_blocker):
+    """A second worker of the flagship pool, with the session's fake-flagship: their full names."""
+    from tests.factories import PoolFactory
+
+    with django_db_blocker.unblock():  # earlier transactional tests flushed the rows
+        PoolFactory(name="flagship")
+    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
+                              pool="flagship", name="fake-flagship-prefix")
+    yield [f"{name}@{socket.gethostname()}" for name in ("fake-flagship", "fake-flagship-prefix")]
+    proc.stop()
+
+
+def kept_len(run) -> int:
+    return len(MessageTokens.objects.get(message_id=run.assistant_message_id).token_ids) // 4
+
+
+@pytest.mark.slow
+def test_a_turn_after_an_older_reply_goes_to_the_worker_holding_it_not_to_the_chats_pin(other_worker, chat):
+    first = wait_terminal(run_submit(chat=chat, content="Explain the loops, with an example or two.",
+                                     max_tokens=40).pk)
+    holder = first.worker
+    assert holder in other_worker and first.status == "completed"
+    elsewhere = next(w for w in other_worker if w != holder)
+    # The first reply regenerated on the other worker: nothing before its question has kept
+    # ids, so the chat's pin decides, and the chat is pinned there after it.
+    affinity_pin(chat_id=chat.pk, worker=elsewhere)
+    again = wait_terminal(run_regenerate(chat=chat, message=first.assistant_message, max_tokens=40).pk)
+    assert again.worker == elsewhere and again.status == "completed"
+    # Back to the first version, and a turn after it: its prompt starts with the first
+    # reply's kept ids, which only `holder` computed.
+    message_select(chat=chat, message=first.assistant_message)
+    after = wait_terminal(run_submit(chat=chat, content="And lists?", max_tokens=10).pk)
+    assert after.worker == holder, (after.worker, holder)
+    assert after.details["cached_tokens"] >= kept_len(first) // BLOCK_TOKENS * BLOCK_TOKENS
