@@ -14,11 +14,18 @@ from chatsite.runs.services import run_cancel, run_finalize
 from chatsite.runs.services.queued import (MAX_QUEUED_PER_CHAT, message_send_or_queue, queue_advance, queued_add,
                                            queued_edit, queued_send_now, queued_withdraw, queues_sweep)
 from chatsite.runs.stream import codec
-from tests.factories import ChatFactory, TenantFactory, UserFactory
+from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, xadd_tokens
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # a run's end starts the queue after its commit
 Q = QueuedMessage.State
+
+
+@pytest.fixture
+def pool(db):
+    """A pool no worker serves, even with the live stack up in this session: these tests
+    commit, so their runs are dispatched, and they end the runs themselves."""
+    return queueing_pool("unserved")
 
 
 def _ask(chat, content, key="", **sampling):
@@ -156,7 +163,12 @@ def test_the_sweep_starts_a_queue_whose_advance_was_lost_once(chat):
     assert queues_sweep() == 0  # too fresh: an ending may be starting it right now
     QueuedMessage.objects.filter(pk=item.pk).update(updated_at=item.updated_at - timedelta(minutes=1))
     assert queues_sweep() == 1
-    assert queues_sweep() == 0  # its run is in progress: nothing more
+    later = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="later",
+                                         position=1, request={})
+    QueuedMessage.objects.filter(pk=later.pk).update(updated_at=later.updated_at - timedelta(minutes=1))
+    assert queues_sweep() == 0  # the run "late" started is in progress: "later" waits for its end
+    later.refresh_from_db()
+    assert later.state == Q.QUEUED
     assert _started(item).user_message.content == "late" and GenerationRun.objects.count() == 2
 
 

@@ -96,6 +96,7 @@ class Ask:
     turn_field_prefix: str = ""  # how the surface names the turn's fields ("message." in a REST chat start)
     digest_extra: object = None  # what else a repeat must send the same (a surface's own fields)
     also: object = None  # callable(Admitted), run in the admission's transaction: a surface's own rows
+    from_queue: bool = False  # the chat's queue starting its message: the tenant's rate counted it when queued
 
 
 @dataclass(frozen=True)
