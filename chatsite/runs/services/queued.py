@@ -103,7 +103,7 @@ def queued_edit(*, tenant, user, chat_id, queued_id, content) -> QueuedMessage:
     asked = _ask_of(_waiting_item(chat, queued_id, lock=False))
     text = plan_turn(replace(asked, turn=Send(content))).content  # planned before any lock is taken
     with transaction.atomic():
-        store_turns.chat_lock(chat_id=chat.pk)  # as the queue's advance takes it: it never sees the row locked
+        store_turns.chat_lock(chat_id=chat.pk)  # the queue's writers change it one at a time, as add and advance do
         item = _waiting_item(chat, queued_id)
         item.content = text
         item.save(update_fields=["content", "updated_at"])
