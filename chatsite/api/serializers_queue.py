@@ -18,14 +18,15 @@ class QueuedMessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         extra_kwargs = {
             "chat": {"help_text": "The chat it waits in."},
             "state": {"help_text": "queued (waiting), started (its run is `run`), withdrawn, or refused (when its "
-                                   "turn came; `error` says why)."},
+                                   "turn came; `error` says why; POST .../retry queues it again)."},
             "run": {"help_text": "The run it started (its reply's), once started."},
             "interrupted_run": {"help_text": "The run its 'send now' stopped (that reply ends `interrupted`)."},
-            "error": {"help_text": "Why it was refused when its turn came; empty otherwise."},
+            "error": {"help_text": "refused: why, when its turn came (retry or withdraw it). queued: why it still "
+                                   "waits after its turn came (a limit that passes within minutes); else empty."},
             "id": {"help_text": "The queued message's id (not the id of the message it becomes)."},
             "content": {"help_text": "The message's text."},
             "created_at": {"help_text": "When it was queued."},
-            "updated_at": {"help_text": "When it last changed (edited, sent now, started, withdrawn)."},
+            "updated_at": {"help_text": "When it last changed (edited, sent now, started, withdrawn, refused)."},
         }
 
     def get_place(self, item) -> int | None:
@@ -37,7 +38,8 @@ class QueuedResponse(serializers.Serializer):
 
 
 class QueueList(serializers.Serializer):
-    results = QueuedMessageSerializer(many=True, help_text="The chat's waiting messages, the next first.")
+    results = QueuedMessageSerializer(many=True, help_text="The chat's refused messages (until retried or withdrawn), "
+                                                           "then its waiting ones, the next first.")
 
 
 class QueuedEditRequest(serializers.Serializer):

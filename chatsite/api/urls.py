@@ -22,6 +22,7 @@ urlpatterns = [
     path("chats/<int:chat_id>/queue/", views_queue.QueueListView.as_view()),
     path("chats/<int:chat_id>/queue/<int:queued_id>/", views_queue.QueuedDetailView.as_view()),
     path("chats/<int:chat_id>/queue/<int:queued_id>/send-now", on_the_loop(views_queue.QueuedSendNowView)),
+    path("chats/<int:chat_id>/queue/<int:queued_id>/retry", views_queue.QueuedRetryView.as_view()),
     path("chats/<int:chat_id>/shares/", views_shares.ShareListView.as_view()),
     path("chats/<int:chat_id>/shares/<int:share_id>/", views_shares.ShareDetailView.as_view()),
     path("shared/<str:token>", views_shares.SharedChatView.as_view()),

@@ -165,7 +165,9 @@ class MessageListView(TenantScoped, APIView):
                     "(202) instead of creating another. One reply at a time per chat: 409 while a reply is "
                     "being written, unless `\"queue\": true`, which queues the message instead (202 with "
                     "`queued_message` and its `place`; with `stream` too, the same JSON): it starts when the "
-                    "replies before it end, in order (GET .../queue/ lists the waiting ones). "
+                    "replies before it end, in order (GET .../queue/ lists the waiting ones). A message sent "
+                    "while messages wait in the chat's queue joins them at the end, queue flag or not (the same "
+                    "202 with `queued_message`): none overtakes the queue. "
                     "A refused message writes nothing.",
         request=s.MessageCreateRequest,
         examples=[OpenApiExample("A question", request_only=True, value={
@@ -177,9 +179,7 @@ class MessageListView(TenantScoped, APIView):
         data = self.body()
         stream = wants_stream(data)  # checked before anything is written
         ask = turn_ask(self, data, InChat(chat_id), Send(data.get("content")), *SEND_SAMPLING)
-        if not _queue(data):
-            return _posted(request, run_admit(ask), stream)
-        sent = message_send_or_queue(ask=ask)
+        sent = message_send_or_queue(ask=ask, queue=_queue(data))
         if isinstance(sent, Admitted):
             return _posted(request, sent, stream)
         return Response({"queued_message": queued_data(sent)}, status=status.HTTP_202_ACCEPTED)

@@ -1,5 +1,6 @@
 """A chat's queued messages: sent while a reply was being written, they wait their turn
-(chatsite.runs.services.queued). List, edit, withdraw, send now."""
+(chatsite.runs.services.queued). List, edit, withdraw, send now; retry one refused when its
+turn came."""
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -10,10 +11,12 @@ from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.serializers_queue import QueuedEditRequest, QueuedMessageSerializer, QueueList
 from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import chat_get, queue_of, queued_places
-from chatsite.runs.services.queued import queued_edit, queued_send_now, queued_withdraw
+from chatsite.runs.services.queued import queued_edit, queued_retry, queued_send_now, queued_withdraw
 
 TAGS = ["chats"]
 LEFT = "409: the message has started or left the queue already."
+REFUSED = ("A message refused when its turn came (state `refused`, `error` says why: a token budget used up, say) "
+           "stays listed until retried or withdrawn.")
 
 
 def queued_data(item: QueuedMessage) -> dict:
@@ -24,19 +27,22 @@ def queued_data(item: QueuedMessage) -> dict:
 
 class QueueListView(TenantScoped, APIView):
     @extend_schema(operation_id="queue_list", summary="The messages waiting in the chat's queue", tags=TAGS,
-                   description="Messages sent with `\"queue\": true` while a reply was being written, the next "
-                               "first. Each starts when the reply before it ends (completed, stopped or failed).",
+                   description="Messages sent with `\"queue\": true` while a reply was being written (or sent "
+                               "while others waited), the next first. Each starts when the reply before it ends "
+                               "(completed, stopped or failed). Listed before them: " + REFUSED,
                    responses={200: QueueList, **errors(*READ_ERRORS)})
     def get(self, request, chat_id: int):
         chat = chat_get(tenant=self.tenant, user=request.user, chat_id=chat_id)
         items = queue_of(chat=chat)
-        places = {item.pk: place for place, item in enumerate(items, 1)}
+        waiting = [item for item in items if item.state == QueuedMessage.State.QUEUED]
+        places = {item.pk: place for place, item in enumerate(waiting, 1)}
         return Response({"results": QueuedMessageSerializer(items, many=True, context={"places": places}).data})
 
 
 class QueuedDetailView(TenantScoped, APIView):
     @extend_schema(operation_id="queue_edit", summary="Edit a queued message before it starts", tags=TAGS,
-                   description=LEFT, request=QueuedEditRequest,
+                   description="A refused message can be edited too (it stays refused until retried). " + LEFT,
+                   request=QueuedEditRequest,
                    responses={200: QueuedMessageSerializer, **errors(*WRITE_ERRORS, 409)})
     def patch(self, request, chat_id: int, queued_id: int):
         item = queued_edit(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id,
@@ -44,7 +50,8 @@ class QueuedDetailView(TenantScoped, APIView):
         return Response(queued_data(item))
 
     @extend_schema(operation_id="queue_withdraw", summary="Withdraw a queued message before it starts",
-                   tags=TAGS, description=LEFT, responses={204: None, **errors(*READ_ERRORS, 409)})
+                   tags=TAGS, description="Or take a refused one off the list. " + LEFT,
+                   responses={204: None, **errors(*READ_ERRORS, 409)})
     def delete(self, request, chat_id: int, queued_id: int):
         queued_withdraw(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -59,4 +66,16 @@ class QueuedSendNowView(TenantScoped, APIView):
                    responses={202: QueuedMessageSerializer, **errors(*READ_ERRORS, 409)})
     def post(self, request, chat_id: int, queued_id: int):
         item = queued_send_now(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
+        return Response(queued_data(item), status=status.HTTP_202_ACCEPTED)
+
+
+class QueuedRetryView(TenantScoped, APIView):
+    @extend_schema(operation_id="queue_retry", summary="Queue a refused message again", tags=TAGS, request=None,
+                   description="A message refused when its turn came goes back in the queue, behind the messages "
+                               "waiting (it starts at once when nothing is being written or waiting), and is "
+                               "checked again when its turn comes. 202 with the message. 409 unless it was refused.",
+                   responses={202: QueuedMessageSerializer, **errors(*WRITE_ERRORS, 409, rules=(
+                       "a retry while 20 messages wait in the chat already (`queue`)."))})
+    def post(self, request, chat_id: int, queued_id: int):
+        item = queued_retry(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
         return Response(queued_data(item), status=status.HTTP_202_ACCEPTED)

@@ -17,7 +17,8 @@ CHAT_CREATED = "chat.created"
 CHAT_UPDATED = "chat.updated"
 CHAT_DELETED = "chat.deleted"
 PATH_CHANGED = "chat.path"  # a turn started, a reply continued or another version chosen
-QUEUE_CHANGED = "chat.queue"  # a message queued, edited, withdrawn, sent now, started or refused
+QUEUE_CHANGED = "chat.queue"  # a message queued, edited, withdrawn, retried, sent now (`interrupted`: the run it
+# stops), started or refused
 
 
 def publish(*, user_id: int, tenant_id: int, type: str, **data) -> None:

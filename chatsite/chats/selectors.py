@@ -154,8 +154,12 @@ def chat_search(*, tenant, user, q, limit: int = 20) -> list[Chat]:
 
 
 def queue_of(*, chat: Chat) -> list[QueuedMessage]:
-    """The chat's messages waiting their turn (chatsite.runs.services.queued), first first."""
-    return list(QueuedMessage.objects.filter(chat=chat, state=QueuedMessage.State.QUEUED).order_by("position", "id"))
+    """The chat's queue (chatsite.runs.services.queued): the messages refused when their turn
+    came, until retried or withdrawn (oldest first), then those waiting their turn, the next first."""
+    State = QueuedMessage.State
+    items = list(QueuedMessage.objects.filter(chat=chat, state__in=(State.REFUSED, State.QUEUED)))
+    refused = sorted((m for m in items if m.state == State.REFUSED), key=lambda m: (m.updated_at, m.pk))
+    return refused + sorted((m for m in items if m.state == State.QUEUED), key=lambda m: (m.position, m.pk))
 
 
 def queued_places(*, chat: Chat) -> dict[int, int]:

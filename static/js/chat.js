@@ -171,7 +171,11 @@
       }
     }
     state.sending = false;
-    if (res.ok) {
+    if (res.ok && res.data.queued_message) {  // messages were waiting in the chat's queue: it joined them
+      turn.el.remove();
+      ns.queue.refresh();
+      ns.announce("Message queued behind the messages waiting.");
+    } else if (res.ok) {
       turn.el.classList.remove("unsent");
       await ns.chatMenu.restoreIfArchived();  // before the chat is read again (started), which would list it archived
       started(res.data, turn.el);
@@ -284,7 +288,7 @@
     if (!state.chat || ev.chat !== state.chat.id) return;
     if (ev.type === "chat.deleted") { if (!state.leaving) location.assign("/"); return; }  // gone elsewhere
     if (ev.type === "chat.updated") { refreshChat(); return; }
-    if (ev.type === "chat.queue") { ns.queue.refresh(); return; }
+    if (ev.type === "chat.queue") { ns.queue.onEvent(ev); return; }
     if (ev.type === "chat.path") onChatPath(ev);
   }
 

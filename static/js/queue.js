@@ -1,8 +1,9 @@
 /* Messages sent while a reply is being written (POST .../messages/ with "queue": true):
  * they wait above the composer, each with edit, withdraw and send now, and start in
- * order as the reply before them ends. Every window of the user follows the chat's
- * queue: a change arrives as `chat.queue` on the user's event stream, and the queue is
- * read again from the API (GET .../queue/). */
+ * order as the reply before them ends. One refused when its turn came (a budget used up)
+ * stays there, saying why, with edit, retry and withdraw. Every window of the user follows
+ * the chat's queue: a change arrives as `chat.queue` on the user's event stream, and the
+ * queue is read again from the API (GET .../queue/). */
 (function (ns) {
   "use strict";
 
@@ -16,25 +17,42 @@
     if (res.ok) render(res.data.results);
   }
 
+  const told = new Set();  // refused messages this window has announced
   function render(items) {
     if (box.querySelector(".queued.editing")) return;  // not under the user's hands; the next change shows it
     box.replaceChildren(...items.map(row));
     box.hidden = !items.length;
+    for (const item of items) {
+      if (item.state !== "refused" || told.has(item.id)) continue;
+      told.add(item.id);
+      ns.announce("A queued message was not sent: " + item.error);
+    }
   }
 
   function row(item) {
+    const refused = item.state === "refused";
     const li = document.createElement("li");
-    li.className = "queued";
+    li.className = "queued" + (refused ? " refused" : "");
     li.dataset.queuedId = item.id;
+    const body = document.createElement("div");
+    body.className = "queued-body";
     const text = document.createElement("p");
     text.className = "queued-text";
     text.textContent = item.content;
+    body.append(text);
+    if (item.error) {  // refused: why; still waiting after its turn came: what it waits for
+      const why = document.createElement("p");
+      why.className = "queued-why";
+      why.textContent = (refused ? "Not sent: " : "Waiting: ") + item.error;
+      body.append(why);
+    }
     const actions = document.createElement("div");
     actions.className = "queued-actions";
     actions.append(button("Edit", "edit", () => edit(item, li, text)),
                    button("Withdraw", "withdraw", () => withdraw(item)),
-                   button("Send now", "send-now", () => sendNow(item)));
-    li.append(text, actions);
+                   refused ? button("Retry", "retry", () => retry(item))
+                           : button("Send now", "send-now", () => sendNow(item)));
+    li.append(body, actions);
     return li;
   }
 
@@ -99,12 +117,31 @@
     refresh();
   }
 
-  async function sendNow(item) {
-    const res = await ns.api.post(url(item.id + "/send-now"));
-    if (!res.ok) fail("send the message now", res);
-    else ns.announce("Stopping the reply; your message is next.");
+  async function retry(item) {
+    const res = await ns.api.post(url(item.id + "/retry"));
+    if (!res.ok) fail("queue the message again", res);
+    else ns.announce("Message queued again.");
     refresh();
   }
 
-  ns.queue = { refresh, add };
+  async function sendNow(item) {
+    const res = await ns.api.post(url(item.id + "/send-now"));
+    if (!res.ok) fail("send the message now", res);
+    else { interrupted(res.data.interrupted_run); ns.announce("Stopping the reply; your message is next."); }
+    refresh();
+  }
+
+  /* The reply a "send now" stops says "Interrupted" when it ends, in every window. */
+  function interrupted(runId) {
+    const reply = runId != null && ns.replies[runId];
+    if (reply) reply.interrupt();
+  }
+
+  /* A `chat.queue` event: the queue changed (`interrupted`: the run a "send now" stops). */
+  function onEvent(ev) {
+    interrupted(ev.interrupted);
+    refresh();
+  }
+
+  ns.queue = { refresh, add, onEvent };
 })(window.ChatUI = window.ChatUI || {});

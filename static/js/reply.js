@@ -99,6 +99,7 @@
 
     setRun(run) {
       this.run = run;
+      this.reasonUnsaved = false;
       this.el.dataset.runId = run.id;
       this.el.dataset.status = run.status;
     }
@@ -161,14 +162,30 @@
       this.hooks.onActive(this, false);
     }
 
+    /* A stopped reply's stream says "cancelled"; its saved run says whether a queued message's
+     * "send now" stopped it ("interrupted"). Until this page knows which (the chat.queue event
+     * naming it, or the saved run), the reply carries no label, so none shows "Stopped" for
+     * an interrupted reply, however the stream, the event and the saved run arrive. */
     _done(d) {
       const status = d.finish_reason === "cancelled" ? "cancelled" : "completed";
+      const reason = d.finish_reason === "cancelled" && this.interrupted ? "interrupted" : d.finish_reason;
       this.completionTokens = (d.usage && d.usage.completion_tokens) || this.completionTokens;
-      this.run = { ...this.run, ...this._measured(), finish_reason: d.finish_reason };
+      this.run = { ...this.run, ...this._measured(), finish_reason: reason };
+      this.reasonUnsaved = reason === "cancelled" && !this.stopping;  // stopped here: this page knows why
       this._settle(status);
       this.renderFoot();
-      ns.announce("Reply " + (status === "cancelled" ? "stopped" : "finished") + ": " + this.body.textContent.slice(0, 600));
+      const how = { cancelled: "stopped", interrupted: "interrupted" }[reason] || "finished";
+      ns.announce("Reply " + how + ": " + this.body.textContent.slice(0, 600));
       this._pollStats(0);
+    }
+
+    /* A queued message's "send now" is stopping this reply (chat.queue names it). */
+    interrupt() {
+      this.interrupted = true;
+      if (this.run.finish_reason !== "cancelled") return;  // still streaming, or saved already
+      this.run = { ...this.run, finish_reason: "interrupted" };
+      this.reasonUnsaved = false;
+      this.renderFoot();
     }
 
     _failed(err) {
@@ -244,7 +261,8 @@
         this.foot.append(more);
       }
       if (run.status !== "failed") this.foot.append(...ns.feedback.buttons(this));
-      const badge = FINISH_BADGES[run.finish_reason] || (run.status === "cancelled" ? "Stopped" : undefined);
+      const stopped = run.status === "cancelled" && !this.reasonUnsaved;
+      const badge = FINISH_BADGES[run.finish_reason] || (stopped ? "Stopped" : undefined);
       if (badge) this.foot.append(span("badge", badge));
       this.foot.append(statsNode(run, this.completionTokens));
       if (run.status === "failed") {

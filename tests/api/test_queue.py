@@ -143,3 +143,50 @@ def test_bad_queue_requests_are_4xx_naming_the_problem(live_url, auth, chat):
                         headers=auth).status_code == 404
     assert QueuedMessage.objects.get(pk=item["id"]).state == "queued"
     run_cancel(run=busy)
+
+
+def test_a_plain_send_while_messages_wait_joins_the_queue_and_other_turns_are_409(live_url, fake_workers, auth,
+                                                                                   chat):
+    # The moment between a reply's end and its queue's start: a message waits, no reply runs.
+    done = wait_terminal(post_message(live_url, auth, chat.pk, "one", max_tokens=3)["id"])
+    queueing_pool("ghost")  # "two" is answered there: in progress until the test ends it
+    waiting = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="two",
+                                           position=0, request={"model": "ghost"})
+    plain = _post(live_url, auth, chat.pk, {"content": "three", "max_tokens": 3})  # no queue flag
+    assert plain.status_code == 202, plain.text
+    joined = plain.json()["queued_message"]
+    # Behind "two", which its queuing started (once committed: nothing was being written).
+    assert (joined["state"], joined["place"], joined["content"]) == ("queued", 1, "three")
+    second = _started_run(waiting.pk)
+    assert second.user_message.content == "two" and second.user_message.parent_id == done.assistant_message_id
+    regen = httpx.post(f"{live_url}/api/chats/{chat.pk}/messages/{done.assistant_message_id}/regenerate",
+                       headers=auth, json={}, timeout=10)
+    assert regen.status_code == 409 and regen.json()["error"]["code"] == "queue_waiting"
+    _end(second.pk)
+    third = _started_run(joined["id"])
+    assert wait_terminal(second.pk).finished_at <= third.queued_at  # nothing overtook the queue
+    assert third.user_message.parent_id == second.assistant_message_id
+    assert GenerationRun.objects.filter(chat=chat).count() == 3
+
+
+def test_a_message_refused_when_its_turn_comes_is_listed_and_can_be_retried(live_url, fake_workers, auth, chat):
+    from chatsite.quotas.models import TenantQuota
+
+    chat = _ghost_chat(chat)
+    first = post_message(live_url, auth, chat.pk, "one")
+    a = _queued(live_url, auth, chat.pk, "two", **SERVED)
+    quota = TenantQuota.objects.create(tenant=chat.tenant, token_budget=1)  # used up once `first` is settled
+    _end(first["id"])
+    base = f"{live_url}/api/chats/{chat.pk}/queue/"
+    end = time.monotonic() + 20
+    while (listed := httpx.get(base, headers=auth).json()["results"])[0]["state"] != "refused":
+        assert time.monotonic() < end, listed
+        time.sleep(0.05)
+    assert listed[0]["id"] == a["id"] and listed[0]["place"] is None and "budget" in listed[0]["error"]
+    assert httpx.post(f"{base}{a['id']}/send-now", headers=auth).status_code == 409  # retried, not sent now
+    quota.delete()
+    retried = httpx.post(f"{base}{a['id']}/retry", headers=auth)
+    assert retried.status_code == 202 and retried.json()["error"] == ""
+    assert wait_terminal(_started_run(a["id"]).pk).status == "completed"
+    assert httpx.get(base, headers=auth).json()["results"] == []
+    assert httpx.post(f"{base}{a['id']}/retry", headers=auth).status_code == 409

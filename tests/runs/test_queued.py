@@ -12,7 +12,8 @@ from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_sub
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_cancel, run_finalize
 from chatsite.runs.services.queued import (MAX_QUEUED_PER_CHAT, message_send_or_queue, queue_advance, queued_add,
-                                           queued_edit, queued_send_now, queued_withdraw, queues_sweep)
+                                           queued_edit, queued_retry, queued_send_now, queued_withdraw,
+                                           queues_sweep)
 from chatsite.runs.stream import codec
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, xadd_tokens
@@ -204,3 +205,71 @@ def test_a_repeat_with_the_same_idempotency_key_is_queued_once(chat):
     run = _started(a)
     again = message_send_or_queue(ask=_ask(chat, "two", key="k1"))  # after it started: its run, replayed
     assert isinstance(again, Admitted) and again.replayed and again.run.pk == run.pk
+
+
+def test_a_message_refused_for_good_stays_listed_with_why_until_retried_or_withdrawn(chat):
+    from chatsite.quotas.models import TenantQuota
+
+    first = run_submit(chat=chat, content="one")
+    a, b = _queue(chat, "two"), _queue(chat, "three")
+    quota = TenantQuota.objects.create(tenant=chat.tenant, token_budget=1, period=TenantQuota.Period.MONTH)
+    _finish(first)  # its tokens use the budget up: the queue's turn comes, and the door refuses both
+    for item in (a, b):
+        item.refresh_from_db()
+        assert item.state == Q.REFUSED and "budget" in item.error and item.run_id is None
+    assert [(m.pk, m.state) for m in queue_of(chat=chat)] == [(a.pk, Q.REFUSED), (b.pk, Q.REFUSED)]
+    assert queued_places(chat=chat) == {}
+    owner = dict(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk)
+    with pytest.raises(Conflict):  # not waiting: it is retried, not sent now
+        queued_send_now(**owner, queued_id=a.pk)
+    assert queued_edit(**owner, queued_id=b.pk, content="three, shorter").state == Q.REFUSED
+    assert queued_withdraw(**owner, queued_id=b.pk).state == Q.WITHDRAWN
+
+    quota.token_budget = None
+    quota.save()
+    # Nothing was in progress: it started once committed.
+    assert queued_retry(**owner, queued_id=a.pk).state == Q.STARTED
+    assert _started(a).user_message.content == "two" and queue_of(chat=chat) == []
+    with pytest.raises(Conflict):
+        queued_retry(**owner, queued_id=a.pk)
+
+
+def test_a_refusal_that_passes_leaves_the_message_waiting_with_why(chat):
+    from chatsite.quotas.models import TenantQuota
+
+    first = run_submit(chat=chat, content="one")
+    item = _queue(chat, "two")
+    busy = run_submit(chat=ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool), content="elsewhere")
+    TenantQuota.objects.create(tenant=chat.tenant, max_concurrent_runs=1)  # `busy` is the one run allowed
+    _finish(first)
+    item.refresh_from_db()
+    assert item.state == Q.QUEUED and "replies in progress" in item.error
+    assert queue_of(chat=chat) == [item] and queued_places(chat=chat) == {item.pk: 1}
+    _finish(busy)
+    assert queue_advance(chat_id=chat.pk) == item  # the sweep's next advance
+    assert _started(item).user_message.content == "two"
+    item.refresh_from_db()
+    assert item.error == ""
+
+
+def test_a_message_sent_between_a_replys_end_and_the_queues_start_waits_behind_the_queue(chat, monkeypatch):
+    from chatsite.runs.admission import QueueWaiting, run_regenerate
+    from chatsite.runs.services import queued
+
+    first = run_submit(chat=chat, content="one")
+    a = _queue(chat, "two")
+    monkeypatch.setattr(queued, "queue_advance", lambda chat_id: None)  # the moment before the queue starts
+    _finish(first)
+    monkeypatch.undo()
+    assert not GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).exists()
+
+    plain = message_send_or_queue(ask=_ask(chat, "plain"), queue=False)  # no queue flag: queued all the same
+    assert isinstance(plain, QueuedMessage)
+    second = _started(a)  # and, once committed, the queue starts: "two" first
+    assert second.user_message.content == "two" and queued_places(chat=chat) == {plain.pk: 1}
+    with pytest.raises(QueueWaiting) as other_turn:  # any other turn: 409, naming the queue
+        run_regenerate(chat=chat, message=first.assistant_message)
+    assert other_turn.value.status == 409 and other_turn.value.code == "queue_waiting"
+    assert GenerationRun.objects.count() == 2
+    _finish(second)
+    assert _started(plain).user_message.parent_id == second.assistant_message_id

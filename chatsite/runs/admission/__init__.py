@@ -3,11 +3,11 @@ and, for scripts and tests that admit a turn in a chat they hold, three shorthan
 from chatsite.runs.admission.ask import (UNSET, Admitted, Ask, Branch, Caller, Continue, InChat, NewChat, Regenerate,
                                          Send)
 from chatsite.runs.admission.door import run_admit
-from chatsite.runs.admission.write import ReplyInProgress
+from chatsite.runs.admission.write import QueueWaiting, ReplyInProgress
 from chatsite.runs.models import GenerationRun
 
 __all__ = ["UNSET", "Admitted", "Ask", "Branch", "Caller", "Continue", "InChat", "NewChat", "Regenerate", "Send",
-           "ReplyInProgress", "run_admit", "run_submit", "run_regenerate", "run_continue"]
+           "QueueWaiting", "ReplyInProgress", "run_admit", "run_submit", "run_regenerate", "run_continue"]
 
 _ORDER = ("source", "model", "tier", "choices", "raw_prompt", "idempotency_key")
 

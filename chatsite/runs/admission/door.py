@@ -7,9 +7,10 @@ The rules, in this order, the same for every surface:
 3. the request itself: the pool (allowed to the tenant, enabled), the sampling, the
    text and the room it needs (400, naming the field);
 4. request limits: the tenant's requests per minute (429; a queued message counts
-   when it is queued, run_count_rate, not again when its turn comes: Ask.from_queue);
-5. in one transaction, under the chat's lock (one reply at a time, 409): the budget and
-   the concurrency, reserved for every choice (429);
+   when it is queued, not again when its turn comes: Ask.from_queue);
+5. in one transaction, under the chat's lock (one reply at a time, and none before the
+   messages waiting in the chat's queue: 409): the budget and the concurrency, reserved
+   for every choice (429);
 6. the fair share and shedding, counting every choice as a run (503 + Retry-After),
    and a pool with no live worker (503);
 7. the turn's rows written; after commit, its runs dispatched.
@@ -37,8 +38,9 @@ def run_admit(ask: Ask) -> Admitted:
     Idempotency-Key, that call's runs (`replayed`), writing nothing.
 
     Raises InvalidInput (400) and NotFound (404) naming what is wrong with the request,
-    Conflict (409) while a reply is being generated in the chat or for a key used with
-    another request, RateLimited (429) for the tenant's own limits and Overloaded or
+    Conflict (409) while a reply is being generated in the chat (ReplyInProgress), while
+    messages wait in its queue (QueueWaiting; not for the queue's own turn: Ask.from_queue)
+    or for a key used with another request, RateLimited (429) for the tenant's own limits and Overloaded or
     ModelUnavailable (503) when the pool cannot take it, both with a retry_after."""
     key = idempotency.check_key(ask.idempotency_key)
     asked = idempotency.ask_digest(ask) if key else ""

@@ -22,6 +22,14 @@ class ReplyInProgress(Conflict):
         self.run_id = run_id
 
 
+class QueueWaiting(Conflict):
+    """Messages wait in the chat's queue: they go first (a message sent now can join them)."""
+
+    def __init__(self):
+        super().__init__("messages are waiting in this chat's queue and go first: wait for them to start, or "
+                         "withdraw them (GET /api/chats/{id}/queue/ lists them)", code="queue_waiting")
+
+
 def lock(plan: Plan, ask: Ask) -> None:
     """Lock an existing chat's row until the transaction ends (one turn at a time) and take
     what a turn changes of it as the lock found it."""
@@ -35,8 +43,9 @@ def lock(plan: Plan, ask: Ask) -> None:
 def path_end(plan: Plan, ask: Ask) -> tuple[int | None, int | None, bool]:
     """Write the new chat (an existing one is locked already: `lock`) and any history the
     turn follows; the end of its chosen path after that (its last message's id and depth)
-    and whether that message has messages after it. Raises ReplyInProgress while a reply
-    is being generated in the chat."""
+    and whether that message has messages after it. Raises QueueWaiting while messages wait
+    in the chat's queue (unless this turn is the queue's own, starting its first), else
+    ReplyInProgress while a reply is being generated in the chat."""
     chat = plan.chat
     if plan.new:  # nobody else can see it yet: no lock to wait for, no reply in progress
         ids = store.message_ids(count=len(plan.history)) if plan.history else []
@@ -45,6 +54,8 @@ def path_end(plan: Plan, ask: Ask) -> tuple[int | None, int | None, bool]:
         _chain(chat, ids, plan.history, parent=None)
         return (ids[-1], len(ids) - 1, False) if ids else (None, None, False)
     end = store.path_end(chat_id=chat.pk, leaf_id=chat.current_leaf_id)
+    if end.queue_waiting and not ask.from_queue:  # decided here, under the chat's lock: none overtakes the queue
+        raise QueueWaiting()
     if end.active_run_id is not None:
         raise ReplyInProgress(end.active_run_id)
     after = getattr(ask.where, "after", None)

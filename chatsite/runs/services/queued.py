@@ -5,7 +5,11 @@ now (the reply in progress stops at its next token and this message runs next, a
 
 A message is checked when queued as the door checks a turn (its Idempotency-Key, its
 plan, the tenant's rate: counted then, once), and again, but for the rate, when its turn
-comes: by then its sender may have lost access, or its pool its workers.
+comes: by then its sender may have lost access, or its pool its workers. One its turn
+found refused for good (a budget used up) stays in the queue's list, refused, with the
+reason, until its owner retries or withdraws it; a refusal that passes within minutes (the
+tenant's rate, a busy or restarting pool) leaves it waiting, the reason kept, until the
+refusal's retry time (`not_before`).
 
 The queue is rows in Postgres (chats.QueuedMessage): it survives a reload, a web
 restart and a worker crash. A message starts under its chat's lock, in the transaction
@@ -23,7 +27,8 @@ from chatsite.chats import live
 from chatsite.chats.models import Chat, QueuedMessage
 from chatsite.chats.selectors import chat_get
 from chatsite.errors import Conflict, InvalidInput, ModelUnavailable, NotFound, Overloaded, RateLimited, ServiceError
-from chatsite.runs.admission import Admitted, Ask, Caller, InChat, ReplyInProgress, Send, idempotency, run_admit
+from chatsite.runs.admission import (Admitted, Ask, Caller, InChat, QueueWaiting, ReplyInProgress, Send, idempotency,
+                                     run_admit)
 from chatsite.runs.admission.door import run_count_rate
 from chatsite.runs.admission.plan import plan as plan_turn
 from chatsite.runs.models import GenerationRun
@@ -34,26 +39,32 @@ from chatsite.tenancy.selectors import member_active
 logger = logging.getLogger(__name__)
 
 MAX_QUEUED_PER_CHAT = 20
-# Refusals that pass (the tenant's rate, a busy or restarting pool): the message waits on,
-# and the sweep tries it again after the refusal's retry_after (RETRY_AFTER when it has none).
+# Refusals that may pass (the tenant's rate or runs at once, a busy or restarting pool): the
+# message waits on if the refusal says it passes within PASSING_SECONDS (a budget used up
+# says when its period renews: hours, mostly), and is refused otherwise. The sweep tries a
+# waiting one again from its retry time (`not_before`).
 TRANSIENT = (RateLimited, Overloaded, ModelUnavailable)
-RETRY_AFTER = timedelta(seconds=30)
+PASSING_SECONDS = 300
 SWEEP_GRACE = timedelta(seconds=5)  # a queue its run's end is starting right now is left to it
 SWEEP_CHATS = 500  # chats a sweep starts at most, the longest untouched first
 State = QueuedMessage.State
 
 
-def message_send_or_queue(*, ask: Ask) -> Admitted | QueuedMessage:
-    """A message sent with the queue flag: admitted at once (as run_admit does) when its chat
-    has no reply in progress and nothing queued; otherwise queued behind the others.
-    Raises what run_admit raises for the message itself (400, 404, 429, 503), and
-    InvalidInput when the chat's queue is full."""
-    if not _waiting(ask.where.chat_id, ask.caller):
-        try:
-            return run_admit(ask)
-        except ReplyInProgress:  # the door counted it against the tenant's rate already
-            return queued_add(ask=ask, counted=True)
-    return queued_add(ask=ask)
+def message_send_or_queue(*, ask: Ask, queue: bool = True) -> Admitted | QueuedMessage:
+    """A new message sent to a chat: admitted at once (as run_admit does) when the chat has
+    no reply in progress and nothing queued; queued behind the messages waiting when it has
+    some (the door decides, under the chat's lock: a message never overtakes the queue); and,
+    with `queue` (the queue flag), queued too while a reply is in progress. Raises what
+    run_admit raises for the message itself (400, 404, 429, 503; ReplyInProgress, 409,
+    without `queue`), and InvalidInput when the chat's queue is full."""
+    try:
+        return run_admit(ask)
+    except QueueWaiting:
+        pass
+    except ReplyInProgress:
+        if not queue:
+            raise
+    return queued_add(ask=ask, counted=True)  # the door counted it against the tenant's rate, refusing it
 
 
 def queued_add(*, ask: Ask, counted: bool = False) -> QueuedMessage | Admitted:
@@ -79,14 +90,9 @@ def queued_add(*, ask: Ask, counted: bool = False) -> QueuedMessage | Admitted:
         store_turns.chat_lock(chat_id=chat.pk)
         if key and (earlier := _queued_earlier(ask, key, asked)) is not None:  # a repeat that committed first
             return earlier
-        waiting = QueuedMessage.objects.filter(chat=chat, state=State.QUEUED)
-        if waiting.count() >= MAX_QUEUED_PER_CHAT:
-            raise InvalidInput(f"at most {MAX_QUEUED_PER_CHAT} messages can wait in a chat; withdraw one or wait "
-                               "for them to start", field="queue")
-        last = waiting.aggregate(last=Max("position"))["last"]
         item = QueuedMessage.objects.create(
             chat=chat, tenant=ask.caller.tenant, owner=ask.caller.user, content=plan.content,
-            position=0 if last is None else last + 1,
+            position=_last_place(chat),
             request={"sampling": ask.sampling, "model": ask.model, "tier": ask.tier, "source": ask.source,
                      "idempotency_key": key})
         _changed(chat)
@@ -96,15 +102,15 @@ def queued_add(*, ask: Ask, counted: bool = False) -> QueuedMessage | Admitted:
 
 
 def queued_edit(*, tenant, user, chat_id, queued_id, content) -> QueuedMessage:
-    """A queued message's new text, checked as the message it is (its own pool and
-    settings). Raises NotFound, Conflict once it has started or was withdrawn, InvalidInput
-    for empty or overlong text."""
+    """A queued (or refused) message's new text, checked as the message it is (its own pool
+    and settings); a refused one stays refused until retried. Raises NotFound, Conflict
+    once it has started or was withdrawn, InvalidInput for empty or overlong text."""
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
-    asked = _ask_of(_waiting_item(chat, queued_id, lock=False))
-    text = plan_turn(replace(asked, turn=Send(content))).content  # planned before any lock is taken
+    asked = _ask_of(_waiting_item(chat, queued_id, State.QUEUED, State.REFUSED, lock=False))
+    text = plan_turn(replace(asked, turn=Send(content))).content  # as the message it is; before any lock
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)  # the queue's writers change it one at a time, as add and advance do
-        item = _waiting_item(chat, queued_id)
+        item = _waiting_item(chat, queued_id, State.QUEUED, State.REFUSED)
         item.content = text
         item.save(update_fields=["content", "updated_at"])
         _changed(chat)
@@ -112,14 +118,31 @@ def queued_edit(*, tenant, user, chat_id, queued_id, content) -> QueuedMessage:
 
 
 def queued_withdraw(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
-    """Take a queued message back before it starts. Raises NotFound, Conflict once started."""
+    """Take a queued message back before it starts (or a refused one off the queue's list).
+    Raises NotFound, Conflict once started."""
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
-        item = _waiting_item(chat, queued_id)
+        item = _waiting_item(chat, queued_id, State.QUEUED, State.REFUSED)
         item.state = State.WITHDRAWN
         item.save(update_fields=["state", "updated_at"])
         _changed(chat)
+    return item
+
+
+def queued_retry(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
+    """Queue a refused message again, behind the messages waiting (started at once, once
+    committed, when nothing is in progress or waiting). Raises NotFound, Conflict unless it
+    was refused, InvalidInput when the chat's queue is full."""
+    chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
+    with transaction.atomic():
+        store_turns.chat_lock(chat_id=chat.pk)
+        item = _waiting_item(chat, queued_id, State.REFUSED)
+        item.state, item.error, item.position, item.not_before = State.QUEUED, "", _last_place(chat), None
+        item.save(update_fields=["state", "error", "position", "not_before", "updated_at"])
+        _changed(chat)
+        transaction.on_commit(lambda: queue_advance(chat_id=chat.pk))
+    item.refresh_from_db()
     return item
 
 
@@ -131,14 +154,14 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
-        item = _waiting_item(chat, queued_id)
+        item = _waiting_item(chat, queued_id, State.QUEUED)
         first = QueuedMessage.objects.filter(chat=chat, state=State.QUEUED).aggregate(first=Min("position"))["first"]
         active = GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).first()
         if first is not None and first < item.position:
             item.position = first - 1
         item.interrupted_run = active
         item.save(update_fields=["position", "interrupted_run", "updated_at"])
-        _changed(chat)
+        _changed(chat, interrupted=active.pk if active is not None else None)  # its windows label its end
     if active is not None:
         run_cancel(run=active)  # its end (here, or on its worker at the next step) starts the queue
     else:
@@ -151,9 +174,10 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
     """Start the chat's first queued message if no reply is in progress: its run admitted
     through the door and the message marked started in one transaction, under the chat's
     lock (so never twice). A message the door refuses for good, or whose sender lost
-    access to the chat, is marked refused (its error kept) and the next one tried; a
-    passing refusal (429, 503) leaves it queued, for the sweep to try again from its
-    `not_before`. Returns the message started, if any."""
+    access to the chat, is marked refused (its error kept, its owner told) and the next one
+    tried; a refusal that passes within PASSING_SECONDS leaves it queued, the reason in its
+    `error`, for the sweep to try again from its `not_before`. Returns the message started,
+    if any."""
     while True:
         with transaction.atomic():
             try:
@@ -171,19 +195,22 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
                     admitted = run_admit(_ask_of(head))
             except ReplyInProgress:
                 return None
-            except TRANSIENT as passing:
-                logger.info("chat %s: queued message %s waits (%s)", chat_id, head.pk, passing.message)
-                wait = timedelta(seconds=passing.retry_after) if passing.retry_after else RETRY_AFTER
-                head.not_before = timezone.now() + wait
-                head.save(update_fields=["not_before", "updated_at"])
-                return None
             except ServiceError as refused:
+                if _passes(refused):
+                    logger.info("chat %s: queued message %s waits (%s)", chat_id, head.pk, refused.message)
+                    told = head.error == refused.message
+                    head.error = refused.message
+                    head.not_before = timezone.now() + timedelta(seconds=refused.retry_after)
+                    head.save(update_fields=["error", "not_before", "updated_at"])
+                    if not told:  # the panel says why it waits
+                        _changed(head.chat)
+                    return None
                 head.state, head.error = State.REFUSED, refused.message
                 head.save(update_fields=["state", "error", "updated_at"])
                 _changed(head.chat)
                 continue
-            head.state, head.run = State.STARTED, admitted.run
-            head.save(update_fields=["state", "run", "updated_at"])
+            head.state, head.run, head.error = State.STARTED, admitted.run, ""
+            head.save(update_fields=["state", "run", "error", "updated_at"])
             _changed(head.chat)
             return head
 
@@ -237,24 +264,36 @@ def _queued_earlier(ask: Ask, key: str, asked: str) -> QueuedMessage | None:
     return item
 
 
-def _waiting(chat_id, caller: Caller) -> bool:
-    return QueuedMessage.objects.filter(chat_id=chat_id, tenant=caller.tenant, owner=caller.user,
-                                        state=State.QUEUED).exists()
+def _passes(refused: ServiceError) -> bool:
+    return isinstance(refused, TRANSIENT) and refused.retry_after is not None and refused.retry_after <= PASSING_SECONDS
 
 
-def _waiting_item(chat: Chat, queued_id, lock: bool = True) -> QueuedMessage:
+def _last_place(chat: Chat) -> int:
+    """The position after the chat's waiting messages (under its lock); InvalidInput when full."""
+    waiting = QueuedMessage.objects.filter(chat=chat, state=State.QUEUED)
+    if waiting.count() >= MAX_QUEUED_PER_CHAT:
+        raise InvalidInput(f"at most {MAX_QUEUED_PER_CHAT} messages can wait in a chat; withdraw one or wait "
+                           "for them to start", field="queue")
+    last = waiting.aggregate(last=Max("position"))["last"]
+    return 0 if last is None else last + 1
+
+
+_LEFT = {State.STARTED: "has started already", State.WITHDRAWN: "was withdrawn",
+         State.REFUSED: "was refused when its turn came (retry it first)", State.QUEUED: "is still waiting"}
+
+
+def _waiting_item(chat: Chat, queued_id, *states: str, lock: bool = True) -> QueuedMessage:
     """The chat's queued message `queued_id`, locked (unless not `lock`); NotFound, or
-    Conflict once it left the queue."""
+    Conflict unless in `states`."""
     items = QueuedMessage.objects.select_for_update() if lock else QueuedMessage.objects
     try:
         item = items.get(chat=chat, pk=int(queued_id))
     except (QueuedMessage.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound("no such queued message in this chat") from None
-    if item.state != State.QUEUED:
-        raise Conflict(f"that message has {'started' if item.state == State.STARTED else 'left the queue'} "
-                       f"already ({item.state})", code="queued_message_" + item.state)
+    if item.state not in states:
+        raise Conflict(f"that message {_LEFT[item.state]} ({item.state})", code="queued_message_" + item.state)
     return item
 
 
-def _changed(chat: Chat) -> None:
-    live.chat_event(chat, live.QUEUE_CHANGED)
+def _changed(chat: Chat, **data) -> None:
+    live.chat_event(chat, live.QUEUE_CHANGED, **data)

@@ -5,13 +5,14 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from chatsite.chats.models import Chat, Message
+from chatsite.chats.models import Chat, Message, QueuedMessage
 from chatsite.errors import NotFound
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store.engine import Insert, fetch_one, prepared, sql_in
 
 
 _CHATS, _MESSAGES, _RUNS = Chat._meta.db_table, Message._meta.db_table, GenerationRun._meta.db_table
+_QUEUED = QueuedMessage._meta.db_table
 _INSERT_CHAT, _INSERT_MESSAGES, _INSERT_RUNS = Insert(Chat), Insert(Message), Insert(GenerationRun)
 
 
@@ -29,17 +30,20 @@ class PathEnd:
     leaf_id: int | None  # the chosen path's last message (None: an empty chat)
     leaf_depth: int | None
     branched: bool  # that message has replies or other turns after it already
+    queue_waiting: bool  # messages wait in the chat's queue (chats.QueuedMessage)
 
 
 _LOCK_CHAT = prepared(
     f'SELECT current_leaf_id, title, system_prompt, listed FROM "{_CHATS}" WHERE id = %s FOR UPDATE')
 # The reply in progress, if any; the chosen path's end (the newest message for chats written
-# before they remembered one) and its depth; whether it has messages after it. A statement of
-# its own after the lock, so that it sees what a turn that held the lock before committed.
+# before they remembered one) and its depth; whether it has messages after it; whether
+# messages wait in the chat's queue. A statement of its own after the lock, so that it sees
+# what a turn that held the lock before committed.
 _PATH_END = (f'WITH leaf AS (SELECT COALESCE(%s, (SELECT max(id) FROM "{_MESSAGES}" WHERE chat_id = %s)) AS id) '
              f'SELECT (SELECT id FROM "{_RUNS}" WHERE chat_id = %s AND status IN {sql_in(GenerationRun.ACTIVE)} LIMIT 1), '
              f'leaf.id, (SELECT depth FROM "{_MESSAGES}" m WHERE m.id = leaf.id), '
-             f'EXISTS (SELECT 1 FROM "{_MESSAGES}" c WHERE c.parent_id = leaf.id) FROM leaf')
+             f'EXISTS (SELECT 1 FROM "{_MESSAGES}" c WHERE c.parent_id = leaf.id), '
+             f"EXISTS (SELECT 1 FROM \"{_QUEUED}\" q WHERE q.chat_id = %s AND q.state = 'queued') FROM leaf")
 _SAVE_CHAT = (f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_at = %s, system_prompt = %s '
               f'WHERE id = %s')
 
@@ -54,9 +58,9 @@ def chat_lock(*, chat_id: int) -> ChatLock:
 
 
 def path_end(*, chat_id: int, leaf_id: int | None) -> PathEnd:
-    """The chat's reply in progress and the end of its chosen path (under its lock)."""
-    active, leaf, depth, branched = fetch_one(_PATH_END, [leaf_id, chat_id, chat_id])
-    return PathEnd(active, leaf, depth, branched)
+    """The chat's reply in progress, the end of its chosen path and whether messages wait in
+    its queue (under its lock)."""
+    return PathEnd(*fetch_one(_PATH_END, [leaf_id, chat_id, chat_id, chat_id]))
 
 
 def chat_insert(*, chat: Chat) -> Chat:

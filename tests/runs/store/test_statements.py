@@ -37,7 +37,8 @@ def test_a_turns_writes_are_one_statement_each(chat, django_assert_num_queries):
             lock = turns.chat_lock(chat_id=chat.pk)
         with django_assert_num_queries(1):
             end = turns.path_end(chat_id=chat.pk, leaf_id=lock.leaf_id)
-        assert end == turns.PathEnd(active_run_id=None, leaf_id=None, leaf_depth=None, branched=False)
+        assert end == turns.PathEnd(active_run_id=None, leaf_id=None, leaf_depth=None, branched=False,
+                                    queue_waiting=False)
         asked = Message(chat=chat, depth=0, role=Message.Role.USER, content="q", token_count=1)
         replies = [Message(chat=chat, parent=asked, depth=1, role=Message.Role.ASSISTANT) for _ in range(3)]
         with django_assert_num_queries(1):  # the question and its three replies
