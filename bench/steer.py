@@ -84,6 +84,7 @@ def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, 
     assert http.post(f"/api/chats/{chat_id}/queue/{queued_id}/send-now").status_code == 202
     answered = time.time()
     stopped = ended_at(r, long_run["id"])
+    asked = r.zscore(redis_keys.cancelled_runs(), str(long_run["id"]))  # when send-now asked the stop (web clock)
     steered = run_of_queued(stack, queued_id)
     steer_first = first_token_at(r, steered)
     wait_idle(stack, chat_id)
@@ -92,7 +93,8 @@ def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, 
     plain_first = first_token_at(r, plain["id"])
     wait_idle(stack, chat_id)
     return {"steer_ms": (steer_first - t0) * 1000, "answer_ms": (answered - t0) * 1000,
-            "stop_ms": (stopped - t0) * 1000, "restart_ms": (steer_first - stopped) * 1000,
+            "stop_ms": (stopped - t0) * 1000, "asked_to_stop_ms": (stopped - asked) * 1000,
+            "restart_ms": (steer_first - stopped) * 1000,
             "plain_ttft_ms": (plain_first - t1) * 1000}
 
 
@@ -126,7 +128,7 @@ def main() -> None:
     finally:
         stack.stop()
     step_ms = FAKE_STEP_SECONDS * 1000 if args.engine == "fake" else None
-    names = ["answer_ms", "stop_ms", "restart_ms", "steer_ms", "plain_ttft_ms"]
+    names = ["answer_ms", "stop_ms", "asked_to_stop_ms", "restart_ms", "steer_ms", "plain_ttft_ms"]
     table = report.table(["figure", "median (ms)", "p90 (ms)"],
                          [[n, *(f"{v:.0f}" for v in summary(rows, n))] for n in names])
     steer, plain = summary(rows, "steer_ms")[0], summary(rows, "plain_ttft_ms")[0]
@@ -139,7 +141,8 @@ def main() -> None:
         f"# Send now: to the steered run's first token (issue 43 section 1)\n\n`{command}` "
         f"({date.today().isoformat()}, load {common.loadavg():.1f} on {socket.gethostname()}; engine {args.engine}"
         + (f", {step_ms:.0f} ms a step" if step_ms else "") + ")\n\n"
-        "From POST .../send-now (t0): *answer_ms* its 202; *stop_ms* the stopped reply's terminal entry; "
+        "From POST .../send-now (t0): *answer_ms* its 202; *stop_ms* the stopped reply's terminal entry "
+        "(*asked_to_stop_ms*: from the stop's ask in Redis, the worker's part); "
         "*restart_ms* from that to the steered run's first token entry; *steer_ms* t0 to that first token; "
         "*plain_ttft_ms* a plain message's post to its first token in the same chat right after (warm prefix). "
         "Stamps: Redis stream entry ids.\n\n" + table + f"\n\n{verdict}\n")

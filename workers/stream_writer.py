@@ -34,6 +34,12 @@ COALESCE_BUSY_RUNS = settings.CHATSITE["COALESCE_BUSY_RUNS"]
 REDIS_RETRY_SECONDS = 60.0
 
 
+def _ends_a_run(deltas: list[StepDelta]) -> bool:
+    """A run's end is never held back either: the chat's next turn waits on it (a queued
+    message, a "send now" whose stop this is), and nothing of that run comes after it."""
+    return any(d.finished for d in deltas)
+
+
 def coalesce_window(runs: int, light: float = COALESCE_SECONDS, busy: float = COALESCE_BUSY_SECONDS,
                     busy_runs: int = COALESCE_BUSY_RUNS) -> float:
     """Seconds of steps gathered into one entry while `runs` runs stream: `light` for one
@@ -169,7 +175,7 @@ class StreamWriter:
                 deltas = self._queue.get(timeout=IDLE_POLL_SECONDS)
             except queue.Empty:
                 deltas = []
-            if deltas and not self._has_first_token(deltas):
+            if deltas and not self._has_first_token(deltas) and not _ends_a_run(deltas):
                 window = self.window()
                 if window > 0:
                     time.sleep(window)  # a run's first token is never held back: it is the TTFT

@@ -52,6 +52,8 @@
         return { title: "The server is busy", text: "Lots of people are asking at once. Your message was not sent; it will be ready to retry shortly.", retry: true, retryAfter: retryAfter || 5, tone: "warn" };
       case result.status === 429:
         return { title: /budget/i.test(text) ? "Your team’s budget is used up" : "You’ve hit a limit", text: withPeriod(text), retry: true, retryAfter, tone: "warn" };
+      case err.code === "queue_waiting":
+        return { title: "Messages are waiting in this chat’s queue", text: "They go first: wait for them to start, or withdraw them.", retry: true, tone: "warn" };
       case result.status === 409:
         return { title: "A reply is already being written", text: "Wait for it to finish or stop it, then send again.", retry: true, tone: "warn" };
       case err.code === "model_not_found":
