@@ -34,10 +34,11 @@ COALESCE_BUSY_RUNS = settings.CHATSITE["COALESCE_BUSY_RUNS"]
 REDIS_RETRY_SECONDS = 60.0
 
 
-def _ends_a_run(deltas: list[StepDelta]) -> bool:
-    """A run's end is never held back either: the chat's next turn waits on it (a queued
-    message, a "send now" whose stop this is), and nothing of that run comes after it."""
-    return any(d.finished for d in deltas)
+def _stops_a_run(deltas: list[StepDelta]) -> bool:
+    """A stopped run's end is never held back either: someone waits on it (the Stop button,
+    a "send now" whose message starts then, a drain handing the run over), and nothing of
+    that run comes after it. Stops are rare: the window still gathers every other step."""
+    return any(d.finished and d.finish_reason == "abort" for d in deltas)
 
 
 def coalesce_window(runs: int, light: float = COALESCE_SECONDS, busy: float = COALESCE_BUSY_SECONDS,
@@ -175,7 +176,7 @@ class StreamWriter:
                 deltas = self._queue.get(timeout=IDLE_POLL_SECONDS)
             except queue.Empty:
                 deltas = []
-            if deltas and not self._has_first_token(deltas) and not _ends_a_run(deltas):
+            if deltas and not self._has_first_token(deltas) and not _stops_a_run(deltas):
                 window = self.window()
                 if window > 0:
                     time.sleep(window)  # a run's first token is never held back: it is the TTFT

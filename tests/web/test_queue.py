@@ -78,6 +78,8 @@ def test_send_now_on_a_reply_a_worker_writes_says_interrupted_live_in_every_wind
             new MutationObserver(() => foot.querySelectorAll(".badge").forEach((b) => badgesSeen.push(b.textContent)))
                 .observe(foot, { childList: true, subtree: true }); }""", first)
     chat_page.page.locator("#queue .queued").get_by_role("button", name="Send now").click()
+    stopping = saved_run(first)  # its end: saved once the send now stopped it
+    assert QueuedMessage.objects.get().interrupted_run_id == first, stopping.finish_reason  # not ended before
     for page in (chat_page, other):  # the window that steered, and the other, without a reload
         page.wait_settled(first)
         expect(page.article(first).locator(".badge")).to_have_text(INTERRUPTED, timeout=10_000)

@@ -173,17 +173,19 @@ def test_the_writer_s_window_follows_its_registered_runs(writer):
     assert writer.window() == stream_writer.COALESCE_SECONDS
 
 
-def test_a_runs_end_is_not_held_back_by_the_window_its_tokens_wait(writer, monkeypatch):
+def test_a_stopped_runs_end_is_not_held_back_by_the_window_its_tokens_wait(writer, monkeypatch):
     monkeypatch.setattr(stream_writer, "coalesce_window", lambda runs: 1.0)  # a window long enough to see
     run = active(lease.acquire(RUN, "w"))
     writer.register(run)
     writer.on_step([StepDelta(run.request_id, "a", 1)])  # the first token: written at once
     wait(lambda: get_redis().xlen(redis_keys.run_stream(RUN)) == 1)
+    log.cancel_ask(RUN)
     started = time.monotonic()
     writer.on_step([StepDelta(run.request_id, "b", 1)])
-    wait(lambda: get_redis().xlen(redis_keys.run_stream(RUN)) == 2, timeout=3)
+    wait(lambda: writer.aborted == [run.request_id], timeout=3)
     assert time.monotonic() - started >= 0.9  # a later token waits for the window
     started = time.monotonic()
-    writer.on_step([StepDelta(run.request_id, "c", 1, finished=True, finish_reason="stop")])
-    assert run.done.wait(3) and time.monotonic() - started < 0.5  # the end does not: a queued turn waits on it
-    assert log.read(RUN).text == "abc"
+    writer.on_step([StepDelta(run.request_id, "c", 1, finished=True, finish_reason="abort")])
+    assert run.done.wait(3) and time.monotonic() - started < 0.5  # the stop does not: a send now waits on it
+    reply = log.read(RUN)
+    assert reply.text == "abc" and reply.terminal.finish_reason == "cancelled"
