@@ -112,6 +112,8 @@ class QueuedMessage(models.Model):
     interrupted_run = models.ForeignKey("runs.GenerationRun", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+", help_text="The reply its 'send now' stopped.")
     error = models.TextField(blank=True)
+    not_before = models.DateTimeField(null=True, blank=True, help_text="Refused for a while when its turn came (the "
+                                      "tenant's rate, a busy pool): the sweep tries it again from then.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

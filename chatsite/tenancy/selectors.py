@@ -17,6 +17,12 @@ def tenant_for_request(user, auth) -> Tenant:
     return membership.tenant
 
 
+def member_active(*, tenant: Tenant, user) -> bool:
+    """Whether `user` (active) belongs to `tenant` (active) still: what a request acting
+    for them later (a queued message, when its turn comes) needs."""
+    return Membership.objects.filter(tenant=tenant, user=user, tenant__is_active=True, user__is_active=True).exists()
+
+
 def api_keys_for(*, tenant: Tenant, user):
     """The user's own keys in this tenant, newest first (live and revoked)."""
     return ApiKey.objects.filter(tenant=tenant, user=user).order_by("-created_at", "-id")

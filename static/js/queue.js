@@ -96,8 +96,11 @@
     const done = () => { li.classList.remove("editing"); refresh(); };
     const save = async () => {
       const res = await ns.api.patch(url(item.id + "/"), { content: field.value });
-      if (!res.ok) return fail("save the message", res);
-      done();
+      if (!res.ok) {
+        fail("save the message", res);
+        if (res.status === 400) return;  // the text to mend: the field stays open
+      }
+      done();  // saved, or it started or left the queue meanwhile: the panel shows the queue as it is
     };
     field.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); save(); }

@@ -1,6 +1,9 @@
 """Queued messages through the REST API, on the live stack (daphne, fake-engine workers):
 `"queue": true` on a message POST to a busy chat, the queue's list, edit, withdraw and
-send now; the replies start in order, one at a time, as the one before ends."""
+send now; the replies start in order, one at a time, as the one before ends. The reply
+the queue waits for is, where a test can, in a pool no worker serves (`ghost`): the test
+ends it, so it is in progress whenever the test gets there, however loaded the machine;
+the queued messages ask for the fake workers' pool."""
 import time
 
 import httpx
@@ -8,11 +11,25 @@ import pytest
 
 from chatsite.chats.models import QueuedMessage
 from chatsite.runs.models import GenerationRun
-from tests.factories import ChatFactory, TenantFactory, UserFactory
-from tests.runs.helpers import post_message, wait_terminal
+from chatsite.runs.services import run_finalize
+from chatsite.runs.stream import codec
+from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
+from tests.runs.helpers import end_stream, post_message, wait_terminal, xadd_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
-LONG = {"max_tokens": 300, "ignore_eos": True}  # ~3 s at the fake engine's 10 ms a token
+SERVED = {"model": "flagship", "max_tokens": 5}  # the fake workers' pool
+
+
+def _ghost_chat(chat):
+    """A chat of the same owner whose replies no worker takes: they wait until the test ends them."""
+    return ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=queueing_pool("ghost"))
+
+
+def _end(run_id: int) -> None:
+    """End a ghost reply as its worker would: its text, its terminal entry, its saving."""
+    xadd_tokens(run_id, ["Uno"])
+    end_stream(run_id, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1))
+    run_finalize(run_id=run_id)
 
 
 def _post(live_url, auth, chat_id, body):
@@ -23,6 +40,13 @@ def _queued(live_url, auth, chat_id, content, **extra) -> dict:
     resp = _post(live_url, auth, chat_id, {"content": content, "queue": True, **extra})
     assert resp.status_code == 202, resp.text
     return resp.json()["queued_message"]
+
+
+def _wait_running(run_id: int, timeout=30) -> None:
+    end = time.monotonic() + timeout
+    while (status := GenerationRun.objects.get(pk=run_id).status) != "running":
+        assert time.monotonic() < end, f"run {run_id} is still {status} after {timeout} s"
+        time.sleep(0.02)
 
 
 def _started_run(queued_id, timeout=30) -> GenerationRun:
@@ -36,12 +60,13 @@ def _started_run(queued_id, timeout=30) -> GenerationRun:
 
 
 def test_messages_queued_over_rest_start_in_order_after_the_reply(live_url, fake_workers, auth, chat):
-    first = post_message(live_url, auth, chat.pk, "one", **LONG)
+    chat = _ghost_chat(chat)
+    first = post_message(live_url, auth, chat.pk, "one")
     refused = _post(live_url, auth, chat.pk, {"content": "no queue flag"})
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "conflict"
-    a = _queued(live_url, auth, chat.pk, "two", max_tokens=5)
-    b = _queued(live_url, auth, chat.pk, "three", max_tokens=5)
-    c = _queued(live_url, auth, chat.pk, "four", max_tokens=5)
+    a = _queued(live_url, auth, chat.pk, "two", **SERVED)
+    b = _queued(live_url, auth, chat.pk, "three", **SERVED)
+    c = _queued(live_url, auth, chat.pk, "four", **SERVED)
     assert (a["state"], a["place"], b["place"], c["place"]) == ("queued", 1, 2, 3) and a["run"] is None
     base = f"{live_url}/api/chats/{chat.pk}/queue/"
     edited = httpx.patch(f"{base}{b['id']}/", headers=auth, json={"content": "three, edited"})
@@ -50,6 +75,7 @@ def test_messages_queued_over_rest_start_in_order_after_the_reply(live_url, fake
     listed = httpx.get(base, headers=auth).json()["results"]
     assert [(m["id"], m["place"]) for m in listed] == [(a["id"], 1), (b["id"], 2)]
 
+    _end(first["id"])
     ended = wait_terminal(first["id"])
     second = _started_run(a["id"])
     assert second.user_message.parent_id == ended.assistant_message_id
@@ -68,8 +94,7 @@ def test_send_now_interrupts_the_reply_and_the_message_runs_next(live_url, fake_
     first = post_message(live_url, auth, chat.pk, "one", max_tokens=500, ignore_eos=True)
     a = _queued(live_url, auth, chat.pk, "two", max_tokens=5)
     b = _queued(live_url, auth, chat.pk, "three", max_tokens=5)
-    while GenerationRun.objects.get(pk=first["id"]).status != "running":
-        time.sleep(0.02)
+    _wait_running(first["id"])
     time.sleep(0.3)  # some tokens streamed
     resp = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{b['id']}/send-now", headers=auth, timeout=10)
     assert resp.status_code == 202 and resp.json()["interrupted_run"] == first["id"]
@@ -94,7 +119,8 @@ def test_bad_queue_requests_are_4xx_naming_the_problem(live_url, auth, chat):
     from chatsite.runs.admission import run_submit
     from chatsite.runs.services import run_cancel
 
-    busy = run_submit(chat=chat, content="busy", max_tokens=500, ignore_eos=True)  # ~5 s
+    chat = _ghost_chat(chat)
+    busy = run_submit(chat=chat, content="busy")  # until cancelled below
     bad = _post(live_url, auth, chat.pk, {"content": "x", "queue": "yes"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "queue"
     blank = _post(live_url, auth, chat.pk, {"content": "  ", "queue": True})
@@ -123,8 +149,9 @@ def test_a_plain_send_while_messages_wait_joins_the_queue_and_other_turns_are_40
                                                                                    chat):
     # The moment between a reply's end and its queue's start: a message waits, no reply runs.
     done = wait_terminal(post_message(live_url, auth, chat.pk, "one", max_tokens=3)["id"])
+    queueing_pool("ghost")  # "two" is answered there: in progress until the test ends it
     waiting = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="two",
-                                           position=0, request={"sampling": LONG})
+                                           position=0, request={"model": "ghost"})
     plain = _post(live_url, auth, chat.pk, {"content": "three", "max_tokens": 3})  # no queue flag
     assert plain.status_code == 202, plain.text
     joined = plain.json()["queued_message"]
@@ -135,6 +162,7 @@ def test_a_plain_send_while_messages_wait_joins_the_queue_and_other_turns_are_40
     regen = httpx.post(f"{live_url}/api/chats/{chat.pk}/messages/{done.assistant_message_id}/regenerate",
                        headers=auth, json={}, timeout=10)
     assert regen.status_code == 409 and regen.json()["error"]["code"] == "queue_waiting"
+    _end(second.pk)
     third = _started_run(joined["id"])
     assert wait_terminal(second.pk).finished_at <= third.queued_at  # nothing overtook the queue
     assert third.user_message.parent_id == second.assistant_message_id
@@ -144,10 +172,11 @@ def test_a_plain_send_while_messages_wait_joins_the_queue_and_other_turns_are_40
 def test_a_message_refused_when_its_turn_comes_is_listed_and_can_be_retried(live_url, fake_workers, auth, chat):
     from chatsite.quotas.models import TenantQuota
 
-    first = post_message(live_url, auth, chat.pk, "one", **LONG)
-    a = _queued(live_url, auth, chat.pk, "two", max_tokens=3)
+    chat = _ghost_chat(chat)
+    first = post_message(live_url, auth, chat.pk, "one")
+    a = _queued(live_url, auth, chat.pk, "two", **SERVED)
     quota = TenantQuota.objects.create(tenant=chat.tenant, token_budget=1)  # used up once `first` is settled
-    wait_terminal(first["id"])
+    _end(first["id"])
     base = f"{live_url}/api/chats/{chat.pk}/queue/"
     end = time.monotonic() + 20
     while (listed := httpx.get(base, headers=auth).json()["results"])[0]["state"] != "refused":

@@ -15,11 +15,18 @@ from chatsite.runs.services.queued import (MAX_QUEUED_PER_CHAT, message_send_or_
                                            queued_edit, queued_retry, queued_send_now, queued_withdraw,
                                            queues_sweep)
 from chatsite.runs.stream import codec
-from tests.factories import ChatFactory, TenantFactory, UserFactory
+from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, xadd_tokens
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # a run's end starts the queue after its commit
 Q = QueuedMessage.State
+
+
+@pytest.fixture
+def pool(db):
+    """A pool no worker serves, even with the live stack up in this session: these tests
+    commit, so their runs are dispatched, and they end the runs themselves."""
+    return queueing_pool("unserved")
 
 
 def _ask(chat, content, key="", **sampling):
@@ -157,7 +164,12 @@ def test_the_sweep_starts_a_queue_whose_advance_was_lost_once(chat):
     assert queues_sweep() == 0  # too fresh: an ending may be starting it right now
     QueuedMessage.objects.filter(pk=item.pk).update(updated_at=item.updated_at - timedelta(minutes=1))
     assert queues_sweep() == 1
-    assert queues_sweep() == 0  # its run is in progress: nothing more
+    later = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="later",
+                                         position=1, request={})
+    QueuedMessage.objects.filter(pk=later.pk).update(updated_at=later.updated_at - timedelta(minutes=1))
+    assert queues_sweep() == 0  # the run "late" started is in progress: "later" waits for its end
+    later.refresh_from_db()
+    assert later.state == Q.QUEUED
     assert _started(item).user_message.content == "late" and GenerationRun.objects.count() == 2
 
 
@@ -195,8 +207,7 @@ def test_a_repeat_with_the_same_idempotency_key_is_queued_once(chat):
     assert isinstance(again, Admitted) and again.replayed and again.run.pk == run.pk
 
 
-def test_a_message_refused_for_good_stays_listed_with_why_until_retried_or_withdrawn(
-        chat, django_capture_on_commit_callbacks):
+def test_a_message_refused_for_good_stays_listed_with_why_until_retried_or_withdrawn(chat):
     from chatsite.quotas.models import TenantQuota
 
     first = run_submit(chat=chat, content="one")
@@ -216,9 +227,8 @@ def test_a_message_refused_for_good_stays_listed_with_why_until_retried_or_withd
 
     quota.token_budget = None
     quota.save()
-    with django_capture_on_commit_callbacks(execute=True):
-        assert queued_retry(**owner, queued_id=a.pk).state == Q.QUEUED
     # Nothing was in progress: it started once committed.
+    assert queued_retry(**owner, queued_id=a.pk).state == Q.STARTED
     assert _started(a).user_message.content == "two" and queue_of(chat=chat) == []
     with pytest.raises(Conflict):
         queued_retry(**owner, queued_id=a.pk)
@@ -244,23 +254,22 @@ def test_a_refusal_that_passes_leaves_the_message_waiting_with_why(chat):
 
 def test_a_message_sent_between_a_replys_end_and_the_queues_start_waits_behind_the_queue(chat, monkeypatch):
     from chatsite.runs.admission import QueueWaiting, run_regenerate
-    from chatsite.runs.services import finalize
+    from chatsite.runs.services import queued
 
     first = run_submit(chat=chat, content="one")
     a = _queue(chat, "two")
-    monkeypatch.setattr(finalize, "_queue_next", lambda chat_id: None)  # the moment before the queue starts
+    monkeypatch.setattr(queued, "queue_advance", lambda chat_id: None)  # the moment before the queue starts
     _finish(first)
     monkeypatch.undo()
     assert not GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).exists()
 
     plain = message_send_or_queue(ask=_ask(chat, "plain"), queue=False)  # no queue flag: queued all the same
-    assert isinstance(plain, QueuedMessage) and queued_places(chat=chat) == {a.pk: 1, plain.pk: 2}
+    assert isinstance(plain, QueuedMessage)
+    second = _started(a)  # and, once committed, the queue starts: "two" first
+    assert second.user_message.content == "two" and queued_places(chat=chat) == {plain.pk: 1}
     with pytest.raises(QueueWaiting) as other_turn:  # any other turn: 409, naming the queue
         run_regenerate(chat=chat, message=first.assistant_message)
     assert other_turn.value.status == 409 and other_turn.value.code == "queue_waiting"
-    assert GenerationRun.objects.count() == 1
-
-    second = _started(queue_advance(chat_id=chat.pk))
-    assert second.user_message.content == "two"
+    assert GenerationRun.objects.count() == 2
     _finish(second)
     assert _started(plain).user_message.parent_id == second.assistant_message_id

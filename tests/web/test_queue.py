@@ -5,8 +5,10 @@ import pytest
 
 from chatsite.chats.models import QueuedMessage
 from chatsite.quotas.models import TenantQuota
+from chatsite.runs.services import run_finalize
+from chatsite.runs.stream import codec
 from tests.factories import ChatFactory, queueing_pool
-from tests.runs.helpers import xadd_tokens
+from tests.runs.helpers import end_stream, xadd_tokens
 from tests.web.pages import LONG_REPLY, ChatPage, expect, saved_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -88,18 +90,21 @@ def test_send_now_on_a_reply_a_worker_writes_says_interrupted_live_in_every_wind
 def test_a_queued_message_refused_when_its_turn_comes_shows_why_in_every_window(chat_page: ChatPage, context,
                                                                                 web_user, pools):
     tenant = web_user.memberships.get().tenant
-    chat = ChatFactory(tenant=tenant, owner=web_user, pool=pools["flagship"])
+    # The first reply is in a pool no worker serves: the test ends it, once the budget is set.
+    chat = ChatFactory(tenant=tenant, owner=web_user, pool=queueing_pool("ghost"))
     other = ChatPage(context.new_page(), chat_page.live_url)
     for page in (chat_page, other):
         page.open_chat(chat.pk)
         page.page.wait_for_function("() => window.ChatUI && ChatUI.liveStream")
-    chat_page.set_send_extra(LONG_REPLY)
     chat_page.send("Tell me a story")
     first = chat_page.latest_run_id()
-    quota = TenantQuota.objects.create(tenant=tenant, token_budget=1)  # the first reply (admitted) uses it up
-    chat_page.set_send_extra({"max_tokens": 3})
+    chat_page.set_send_extra({"model": "flagship", "max_tokens": 3})
     chat_page.send("And another")
     expect(chat_page.page.locator("#queue .queued-text")).to_have_text(["And another"], timeout=20_000)
+    quota = TenantQuota.objects.create(tenant=tenant, token_budget=1)  # the first reply uses it up
+    xadd_tokens(first, ["Once"])
+    end_stream(first, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1))
+    run_finalize(run_id=first)  # as its worker would
     chat_page.wait_settled(first)
     for page in (chat_page, other):
         refused = page.page.locator("#queue .queued.refused")

@@ -96,7 +96,9 @@ class Ask:
     turn_field_prefix: str = ""  # how the surface names the turn's fields ("message." in a REST chat start)
     digest_extra: object = None  # what else a repeat must send the same (a surface's own fields)
     also: object = None  # callable(Admitted), run in the admission's transaction: a surface's own rows
-    from_queue: bool = False  # the chat's queue starting its first message: the one turn that may go before it
+    # The chat's queue starting its first message: the one turn that may go before it; the
+    # tenant's rate counted it when it was queued.
+    from_queue: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ The rules, in this order, the same for every surface:
 2. idempotency, scoped to the owner (chatsite.runs.admission.idempotency);
 3. the request itself: the pool (allowed to the tenant, enabled), the sampling, the
    text and the room it needs (400, naming the field);
-4. request limits: the tenant's requests per minute (429);
+4. request limits: the tenant's requests per minute (429; a queued message counts
+   when it is queued, not again when its turn comes: Ask.from_queue);
 5. in one transaction, under the chat's lock (one reply at a time, and none before the
    messages waiting in the chat's queue: 409): the budget and the concurrency, reserved
    for every choice (429);
@@ -46,10 +47,10 @@ def run_admit(ask: Ask) -> Admitted:
     if key and (earlier := idempotency.earlier(ask, key, asked)) is not None:
         return _replayed(earlier)
     plan = plan_turn(ask)
-    tenant = ask.caller.tenant
-    quota = ask.caller.limits.quota if ask.caller.limits is not None else quota_for(tenant)
+    tenant, quota = ask.caller.tenant, _quota(ask)
     with refusals_counted(tenant):
-        quota_check_rate(tenant=tenant, quota=quota)
+        if not ask.from_queue:
+            quota_check_rate(tenant=tenant, quota=quota)
         try:
             return _admit_once(ask, plan, quota, key, asked)
         except write.ReplyInProgress as busy:
@@ -64,6 +65,17 @@ def run_admit(ask: Ask) -> Admitted:
             if earlier is None:
                 raise
             return _replayed(earlier)
+
+
+def run_count_rate(ask: Ask) -> None:
+    """Rule 4 alone, for a turn taken now and admitted later (a queued message): it counts
+    against the tenant's requests per minute now, once. Raises RateLimited (429)."""
+    with refusals_counted(ask.caller.tenant):
+        quota_check_rate(tenant=ask.caller.tenant, quota=_quota(ask))
+
+
+def _quota(ask: Ask):
+    return ask.caller.limits.quota if ask.caller.limits is not None else quota_for(ask.caller.tenant)
 
 
 def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Admitted:

@@ -51,8 +51,14 @@ def earlier(ask: Ask, key: str, asked: str) -> GenerationRun | None:
            .select_related("chat", "pool", "user_message", "assistant_message").first())
     if run is None:
         return None
-    if run.source != ask.source or (run.request_digest and run.request_digest != asked):
+    refuse_unless_same(source=run.source, digest=run.request_digest, ask=ask, asked=asked)
+    return run
+
+
+def refuse_unless_same(*, source: str, digest: str, ask: Ask, asked: str) -> None:
+    """Conflict unless the earlier call with the key (its surface, the digest of what it
+    asked: "" for one saved without) asked for what `ask` asks (`asked`, its digest)."""
+    if source != ask.source or (digest and digest != asked):
         raise Conflict("this Idempotency-Key was already used with a different request; send a new key for a new "
                        "request", field=FIELD, code="idempotency_key_reused")
-    return run
 

@@ -2,11 +2,16 @@
 
 Every run ends here, once: the stream read back, then one store call
 (chatsite.runs.store.finalize) that saves the run's figures, its reply's text and the
-tenant's usage in one round trip."""
+tenant's usage in one round trip. A run whose end finds messages queued in its chat sends
+`queue_waiting` once its transaction commits: the queue's service starts the next one.
+A signal, not a call: that service admits through the door, which finalizes a reply it
+finds ended but not yet saved (chatsite.runs.apps connects the two)."""
 import json
 import logging
 from datetime import datetime, timezone as dt_timezone
 
+from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from chatsite.counters import observe_latencies
@@ -17,6 +22,10 @@ from chatsite.runs.stream import codec, log
 from chatsite.runs.stream.log import Reply
 
 logger = logging.getLogger(__name__)
+
+# Sent with chat_id after the commit of a run's end that found messages queued in its chat;
+# after, so that an ending inside another admission (the door's) never starts the queue inside it.
+queue_waiting = Signal()
 
 
 def _status_for(terminal: codec.Entry) -> str:
@@ -52,20 +61,10 @@ def run_finalize(*, run_id: int, also=None, tokens: StoredTokens | None = None) 
         return run
     run = finished.run
     observe_latencies(finished.pool_name, {"ttft": run.ttft_ms, "itl": run.itl_ms})
-    if finished.queue_waiting:
-        _queue_next(run.chat_id)
+    if finished.queue_waiting:  # every ending (completed, stopped, failed, swept) passes here once
+        chat_id = run.chat_id
+        transaction.on_commit(lambda: queue_waiting.send(sender=GenerationRun, chat_id=chat_id))
     return run
-
-
-def _queue_next(chat_id: int) -> None:
-    """Start the chat's next queued message: every ending (completed, stopped, failed,
-    swept) passes here once. A failure is logged: the sweep starts a queue left waiting."""
-    # Imported here: the queue starts its message through the door, which imports this module.
-    from chatsite.runs.services.queued import queue_advance
-    try:
-        queue_advance(chat_id=chat_id)
-    except Exception:
-        logger.exception("chat %s: could not start its next queued message; the sweep will", chat_id)
 
 
 def run_end(*, run_id: int, lease_token: str, fields: dict) -> GenerationRun | None:

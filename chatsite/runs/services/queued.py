@@ -1,41 +1,52 @@
 """Messages sent while a reply is being written: queued in the chat, started one at a
 time, in order, through the one door when the reply in progress ends (completed,
-stopped, failed or swept: run_finalize calls queue_advance), or sent now (the reply
-in progress stops at its next token and this message runs next, after it). One its turn
+stopped, failed or swept: run_finalize's `queue_waiting` calls queue_start_next), or sent
+now (the reply in progress stops at its next token and this message runs next, after it).
+
+A message is checked when queued as the door checks a turn (its Idempotency-Key, its
+plan, the tenant's rate: counted then, once), and again, but for the rate, when its turn
+comes: by then its sender may have lost access, or its pool its workers. One its turn
 found refused for good (a budget used up) stays in the queue's list, refused, with the
 reason, until its owner retries or withdraws it; a refusal that passes within minutes (the
-tenant's rate, a busy or restarting pool) leaves it waiting, the reason kept.
+tenant's rate, a busy or restarting pool) leaves it waiting, the reason kept, until the
+refusal's retry time (`not_before`).
 
 The queue is rows in Postgres (chats.QueuedMessage): it survives a reload, a web
 restart and a worker crash. A message starts under its chat's lock, in the transaction
 that admits its run, so none starts twice; a queue whose advance was lost (a process
 that died after its run ended) is started again by the sweep (queues_sweep)."""
 import logging
+from dataclasses import replace
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Max, Min
+from django.db.models import Exists, Max, Min, OuterRef
 from django.utils import timezone
 
 from chatsite.chats import live
 from chatsite.chats.models import Chat, QueuedMessage
 from chatsite.chats.selectors import chat_get
 from chatsite.errors import Conflict, InvalidInput, ModelUnavailable, NotFound, Overloaded, RateLimited, ServiceError
-from chatsite.runs.admission import Admitted, Ask, Caller, InChat, QueueWaiting, ReplyInProgress, Send, run_admit
+from chatsite.runs.admission import (Admitted, Ask, Caller, InChat, QueueWaiting, ReplyInProgress, Send, idempotency,
+                                     run_admit)
+from chatsite.runs.admission.door import run_count_rate
 from chatsite.runs.admission.plan import plan as plan_turn
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.cancel import run_cancel
 from chatsite.runs.store import turns as store_turns
+from chatsite.tenancy.selectors import member_active
 
 logger = logging.getLogger(__name__)
 
 MAX_QUEUED_PER_CHAT = 20
 # Refusals that may pass (the tenant's rate or runs at once, a busy or restarting pool): the
 # message waits on if the refusal says it passes within PASSING_SECONDS (a budget used up
-# says when its period renews: hours, mostly), and is refused otherwise.
+# says when its period renews: hours, mostly), and is refused otherwise. The sweep tries a
+# waiting one again from its retry time (`not_before`).
 TRANSIENT = (RateLimited, Overloaded, ModelUnavailable)
 PASSING_SECONDS = 300
 SWEEP_GRACE = timedelta(seconds=5)  # a queue its run's end is starting right now is left to it
+SWEEP_CHATS = 500  # chats a sweep starts at most, the longest untouched first
 State = QueuedMessage.State
 
 
@@ -53,21 +64,31 @@ def message_send_or_queue(*, ask: Ask, queue: bool = True) -> Admitted | QueuedM
     except ReplyInProgress:
         if not queue:
             raise
-    return queued_add(ask=ask)
+    return queued_add(ask=ask, counted=True)  # the door counted it against the tenant's rate, refusing it
 
 
-def queued_add(*, ask: Ask) -> QueuedMessage:
+def queued_add(*, ask: Ask, counted: bool = False) -> QueuedMessage | Admitted:
     """Queue `ask` (a Send in one of the caller's chats), checked now as the door checks
-    it, and start the chat's queue once committed (the reply it waited for may have
-    ended meanwhile). A repeat with the same Idempotency-Key returns the first one."""
+    it: its Idempotency-Key (a repeat of the owner's request gets what the first made: its
+    queued message, or its run, replayed; the key with another request is 409
+    idempotency_key_reused), its plan (400, 404), the tenant's rate (429: counted here, once,
+    unless `counted`, the door having counted it; never again when its turn comes). Starts
+    the chat's queue once committed (the reply it waited for may have ended meanwhile)."""
     if not isinstance(ask.turn, Send) or not isinstance(ask.where, InChat) or ask.turn.edit_of is not None:
         raise InvalidInput("only a new message can be queued", field="queue")
+    key = idempotency.check_key(ask.idempotency_key)
+    asked = idempotency.ask_digest(ask) if key else ""
+    if key and idempotency.earlier(ask, key, asked) is not None:
+        return run_admit(ask)  # it made its run already (admitted, or queued and started): the door replays it
     plan = plan_turn(ask)  # 400/404 now, not when its turn comes
-    chat, key = plan.chat, ask.idempotency_key
+    chat = plan.chat
+    if key and (earlier := _queued_earlier(ask, key, asked)) is not None:
+        return earlier
+    if not counted:
+        run_count_rate(ask)
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
-        mine = QueuedMessage.objects.filter(chat=chat)
-        if key and (earlier := mine.filter(owner=ask.caller.user, request__idempotency_key=key).first()):
+        if key and (earlier := _queued_earlier(ask, key, asked)) is not None:  # a repeat that committed first
             return earlier
         item = QueuedMessage.objects.create(
             chat=chat, tenant=ask.caller.tenant, owner=ask.caller.user, content=plan.content,
@@ -81,14 +102,16 @@ def queued_add(*, ask: Ask) -> QueuedMessage:
 
 
 def queued_edit(*, tenant, user, chat_id, queued_id, content) -> QueuedMessage:
-    """A queued (or refused) message's new text; a refused one stays refused until retried.
-    Raises NotFound, Conflict once it has started or was withdrawn, InvalidInput for empty
-    or overlong text."""
+    """A queued (or refused) message's new text, checked as the message it is (its own pool
+    and settings); a refused one stays refused until retried. Raises NotFound, Conflict
+    once it has started or was withdrawn, InvalidInput for empty or overlong text."""
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
-    ask = Ask(caller=Caller(tenant, user), where=InChat(chat.pk), turn=Send(content))
+    asked = _ask_of(_waiting_item(chat, queued_id, State.QUEUED, State.REFUSED, lock=False))
+    text = plan_turn(replace(asked, turn=Send(content))).content  # as the message it is; before any lock
     with transaction.atomic():
+        store_turns.chat_lock(chat_id=chat.pk)  # the queue's writers change it one at a time, as add and advance do
         item = _waiting_item(chat, queued_id, State.QUEUED, State.REFUSED)
-        item.content = plan_turn(ask).content
+        item.content = text
         item.save(update_fields=["content", "updated_at"])
         _changed(chat)
     return item
@@ -99,6 +122,7 @@ def queued_withdraw(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
     Raises NotFound, Conflict once started."""
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
     with transaction.atomic():
+        store_turns.chat_lock(chat_id=chat.pk)
         item = _waiting_item(chat, queued_id, State.QUEUED, State.REFUSED)
         item.state = State.WITHDRAWN
         item.save(update_fields=["state", "updated_at"])
@@ -114,8 +138,8 @@ def queued_retry(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
         item = _waiting_item(chat, queued_id, State.REFUSED)
-        item.state, item.error, item.position = State.QUEUED, "", _last_place(chat)
-        item.save(update_fields=["state", "error", "position", "updated_at"])
+        item.state, item.error, item.position, item.not_before = State.QUEUED, "", _last_place(chat), None
+        item.save(update_fields=["state", "error", "position", "not_before", "updated_at"])
         _changed(chat)
         transaction.on_commit(lambda: queue_advance(chat_id=chat.pk))
     item.refresh_from_db()
@@ -149,20 +173,24 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
 def queue_advance(*, chat_id: int) -> QueuedMessage | None:
     """Start the chat's first queued message if no reply is in progress: its run admitted
     through the door and the message marked started in one transaction, under the chat's
-    lock (so never twice). A message the door refuses for good is marked refused (its
-    error kept, its owner told) and the next one tried; a refusal that passes within
-    PASSING_SECONDS leaves it queued for the sweep, the reason in its `error`. Returns the
-    message started, if any."""
+    lock (so never twice). A message the door refuses for good, or whose sender lost
+    access to the chat, is marked refused (its error kept, its owner told) and the next one
+    tried; a refusal that passes within PASSING_SECONDS leaves it queued, the reason in its
+    `error`, for the sweep to try again from its `not_before`. Returns the message started,
+    if any."""
     while True:
         with transaction.atomic():
-            if not Chat.objects.filter(pk=chat_id).exists():
+            try:
+                store_turns.chat_lock(chat_id=chat_id)
+            except NotFound:  # the chat was deleted, its queue with it
                 return None
-            store_turns.chat_lock(chat_id=chat_id)
             head = (QueuedMessage.objects.select_for_update().select_related("tenant", "owner", "chat")
                     .filter(chat_id=chat_id, state=State.QUEUED).order_by("position", "id").first())
             if head is None:
                 return None
             try:
+                if not member_active(tenant=head.tenant, user=head.owner):
+                    raise NotFound("its sender no longer has access to this chat")
                 with transaction.atomic():
                     admitted = run_admit(_ask_of(head))
             except ReplyInProgress:
@@ -170,9 +198,11 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
             except ServiceError as refused:
                 if _passes(refused):
                     logger.info("chat %s: queued message %s waits (%s)", chat_id, head.pk, refused.message)
-                    if head.error != refused.message:  # the panel says why it waits
-                        head.error = refused.message
-                        head.save(update_fields=["error", "updated_at"])
+                    told = head.error == refused.message
+                    head.error = refused.message
+                    head.not_before = timezone.now() + timedelta(seconds=refused.retry_after)
+                    head.save(update_fields=["error", "not_before", "updated_at"])
+                    if not told:  # the panel says why it waits
                         _changed(head.chat)
                     return None
                 head.state, head.error = State.REFUSED, refused.message
@@ -185,16 +215,27 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
             return head
 
 
+def queue_start_next(sender=None, *, chat_id: int, **signal) -> None:
+    """A run of the chat ended with messages queued (finalize's `queue_waiting`): start the
+    next. A failure is logged: the sweep starts a queue left waiting."""
+    try:
+        queue_advance(chat_id=chat_id)
+    except Exception:
+        logger.exception("chat %s: could not start its next queued message; the sweep will", chat_id)
+
+
 def queues_sweep() -> int:
     """Start the queues no ending started (its process died between the run's end and the
-    queue's advance): chats with a message queued for SWEEP_GRACE and no reply in progress.
-    Returns how many messages started."""
-    stale = timezone.now() - SWEEP_GRACE
-    chat_ids = set(QueuedMessage.objects.filter(state=State.QUEUED, updated_at__lt=stale)
-                   .exclude(chat__runs__status__in=GenerationRun.ACTIVE)
-                   .values_list("chat_id", flat=True)[:500])
+    queue's advance) or a passing refusal held: chats with a message queued for
+    SWEEP_GRACE, none to be tried later (`not_before`), and no reply in progress; up to
+    SWEEP_CHATS, the longest untouched first. Returns how many messages started."""
+    now = timezone.now()
+    later = QueuedMessage.objects.filter(chat_id=OuterRef("chat_id"), state=State.QUEUED, not_before__gt=now)
+    chats = (QueuedMessage.objects.filter(state=State.QUEUED, updated_at__lt=now - SWEEP_GRACE)
+             .filter(~Exists(later)).exclude(chat__runs__status__in=GenerationRun.ACTIVE)
+             .values("chat_id").annotate(untouched=Min("updated_at")).order_by("untouched", "chat_id"))
     started = 0
-    for chat_id in sorted(chat_ids):
+    for chat_id in [row["chat_id"] for row in chats[:SWEEP_CHATS]]:
         try:
             started += queue_advance(chat_id=chat_id) is not None
         except Exception:
@@ -208,6 +249,19 @@ def _ask_of(item: QueuedMessage) -> Ask:
                source=req.get("source", GenerationRun.Source.API), model=req.get("model"),
                sampling=req.get("sampling") or {}, tier=req.get("tier", "interactive"),
                idempotency_key=req.get("idempotency_key", ""), from_queue=True)
+
+
+def _queued_earlier(ask: Ask, key: str, asked: str) -> QueuedMessage | None:
+    """The owner's message queued with this key, if it asked for the same (its text as it
+    stands: an edit makes it another request); Conflict if it asked for something else."""
+    caller = ask.caller
+    item = (QueuedMessage.objects.select_related("tenant", "owner")
+            .filter(tenant=caller.tenant, owner=caller.user, request__idempotency_key=key).order_by("id").first())
+    if item is not None:
+        earlier = _ask_of(item)
+        idempotency.refuse_unless_same(source=earlier.source, digest=idempotency.ask_digest(earlier), ask=ask,
+                                       asked=asked)
+    return item
 
 
 def _passes(refused: ServiceError) -> bool:
@@ -228,10 +282,12 @@ _LEFT = {State.STARTED: "has started already", State.WITHDRAWN: "was withdrawn",
          State.REFUSED: "was refused when its turn came (retry it first)", State.QUEUED: "is still waiting"}
 
 
-def _waiting_item(chat: Chat, queued_id, *states: str) -> QueuedMessage:
-    """The chat's queued message `queued_id`, locked; NotFound, or Conflict unless in `states`."""
+def _waiting_item(chat: Chat, queued_id, *states: str, lock: bool = True) -> QueuedMessage:
+    """The chat's queued message `queued_id`, locked (unless not `lock`); NotFound, or
+    Conflict unless in `states`."""
+    items = QueuedMessage.objects.select_for_update() if lock else QueuedMessage.objects
     try:
-        item = QueuedMessage.objects.select_for_update().get(chat=chat, pk=int(queued_id))
+        item = items.get(chat=chat, pk=int(queued_id))
     except (QueuedMessage.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound("no such queued message in this chat") from None
     if item.state not in states:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from chatsite.chats.models import Chat, Message, QueuedMessage
+from chatsite.errors import NotFound
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store.engine import Insert, fetch_one, prepared, sql_in
 
@@ -49,8 +50,11 @@ _SAVE_CHAT = (f'UPDATE "{_CHATS}" SET title = %s, current_leaf_id = %s, updated_
 
 def chat_lock(*, chat_id: int) -> ChatLock:
     """Lock the chat's row until the transaction ends (one turn at a time) and read what
-    a turn changes of it."""
-    return ChatLock(*fetch_one(_LOCK_CHAT, [chat_id]))
+    a turn changes of it. Raises NotFound for a chat that is not there (deleted meanwhile)."""
+    row = fetch_one(_LOCK_CHAT, [chat_id])
+    if row is None:
+        raise NotFound("no such chat")
+    return ChatLock(*row)
 
 
 def path_end(*, chat_id: int, leaf_id: int | None) -> PathEnd:

@@ -46,6 +46,17 @@ def test_a_turns_writes_are_one_statement_each(chat, django_assert_num_queries):
         assert all(r.parent_id == asked.pk for r in replies)
 
 
+def test_locking_a_chat_that_is_gone_is_not_found(chat):
+    from django.db import transaction
+
+    from chatsite.errors import NotFound
+
+    gone = chat.pk
+    chat.delete()
+    with transaction.atomic(), pytest.raises(NotFound):
+        turns.chat_lock(chat_id=gone)
+
+
 def test_the_credentials_read_is_one_statement(api_key, tenant, django_assert_num_queries):
     prefix, _ = key_parts(api_key)
     with django_assert_num_queries(1):
