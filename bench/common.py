@@ -3,6 +3,8 @@ accounting from /proc, and the pinned engine arguments every arm uses."""
 import json
 import os
 import statistics
+import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -150,6 +152,23 @@ def tree_cpu_seconds(pid: int) -> float:
         except (FileNotFoundError, ProcessLookupError):
             pass
     return total
+
+
+def callgrind_summary(path: Path) -> int:
+    """The instructions a callgrind output file counts (its `summary:` line)."""
+    for line in path.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"callgrind wrote no summary in {path}")
+
+
+def callgrind_instructions(argv: list[str], *, cwd, env: dict, timeout: float = 1800) -> int:
+    """Instructions callgrind counts for one run of `argv` (its children not followed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
+                       cwd=cwd, env=env, check=True, capture_output=True, timeout=timeout)
+        return callgrind_summary(out)
 
 
 def postgres_cpu_seconds() -> float:

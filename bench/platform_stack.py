@@ -294,7 +294,4 @@ class Callgrind:
     def instructions(self) -> int:
         subprocess.run(["callgrind_control", "-d", str(self.pid)], check=True, capture_output=True, timeout=120)
         dumps = sorted(common.LOG_DIR.glob(f"{self.path.name}.*"), key=lambda p: int(p.suffix[1:]))
-        for line in dumps[-1].read_text().splitlines():
-            if line.startswith("summary:"):
-                return int(line.split()[1])
-        raise RuntimeError(f"no summary in {dumps[-1]}")
+        return common.callgrind_summary(dumps[-1])

@@ -14,10 +14,10 @@ database is claimed: bench.platform_stack.claim_redis_db).
 import argparse
 import os
 import random
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from bench import common
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (100, 2000, 8000)
@@ -60,15 +60,8 @@ def _inner(case: str, calls: int) -> None:
 
 
 def _count(case: str, calls: int, env: dict) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-                        "bench.probes.prefix_cost", "--inner", case, "--calls", str(calls)],
-                       cwd=ROOT, check=True, capture_output=True, env=env)
-        for line in out.read_text().splitlines():
-            if line.startswith("summary:"):
-                return int(line.split()[1])
-    raise RuntimeError("callgrind wrote no summary")
+    return common.callgrind_instructions([sys.executable, "-m", "bench.probes.prefix_cost", "--inner", case,
+                                          "--calls", str(calls)], cwd=ROOT, env=env)
 
 
 def main() -> None:

@@ -14,11 +14,10 @@ steady however busy the machine is.
 imports from there): an A/B of two checkouts."""
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from bench import common
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
@@ -77,14 +76,9 @@ def inner(shape: str, iterations: int) -> None:
 
 
 def _instructions(root: str, shape: str, iterations: int) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        env = {**os.environ, "PYTHONPATH": root, "DJANGO_SETTINGS_MODULE": "chatsite.settings_test",
-               "PYTHONHASHSEED": "0"}
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(HERE),
-                        "--inner", shape, "--iterations", str(iterations)],
-                       cwd=root, env=env, check=True, capture_output=True, timeout=1800)
-        return int(re.search(r"^summary: (\d+)", out.read_text(), re.M).group(1))
+    env = {**os.environ, "PYTHONPATH": root, "DJANGO_SETTINGS_MODULE": "chatsite.settings_test", "PYTHONHASHSEED": "0"}
+    return common.callgrind_instructions([sys.executable, str(HERE), "--inner", shape, "--iterations", str(iterations)],
+                                         cwd=root, env=env)
 
 
 def main() -> None:

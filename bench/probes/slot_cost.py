@@ -11,11 +11,11 @@ import argparse
 import asyncio
 import contextlib
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from bench import common
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,15 +53,8 @@ def _cycles(n: int, via: str) -> None:
 
 
 def _count(n: int, via: str) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-                        "bench.probes.slot_cost", "--inner", str(n), "--via", via],
-                       cwd=ROOT, check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        for line in out.read_text().splitlines():
-            if line.startswith("summary:"):
-                return int(line.split()[1])
-    raise RuntimeError("callgrind wrote no summary")
+    return common.callgrind_instructions([sys.executable, "-m", "bench.probes.slot_cost", "--inner", str(n),
+                                          "--via", via], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def main() -> None:
