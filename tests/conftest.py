@@ -45,6 +45,13 @@ def _clean_redis():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fresh_logs():
+    """This session's log folder (its own Redis database's) starts empty: its processes append."""
+    for old in stack.LOG_DIR.glob("*.log"):
+        old.unlink()
+
+
 @pytest.fixture(autouse=True)
 def _no_shedding_memo():
     """Admission's shedding reads a pool's finished runs and its workers' slots at most once a

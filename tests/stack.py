@@ -59,18 +59,23 @@ def process_env(db_settings: dict, redis_url: str, **extra) -> dict:
 
 
 class Proc:
-    """A child process with its output in LOG_DIR/NAME.log."""
+    """A child process with its output appended to LOG_DIR/NAME.log (an earlier process of
+    the same name keeps its lines there, for a failure found after its fixture ended)."""
 
     def __init__(self, name: str, cmd: list[str], env: dict):
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.log_path = LOG_DIR / f"{name}.log"
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, "a")
+        self._log_start = self._log.tell()
         self.popen = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                       start_new_session=True, preexec_fn=_die_with_parent)
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        """This process's own output (not an earlier one's of the same name)."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_start)
+            return f.read().decode(errors="replace")
 
     def wait_for_log(self, needle: str, timeout: float) -> None:
         end = time.monotonic() + timeout
