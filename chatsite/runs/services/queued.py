@@ -5,7 +5,8 @@ now (the reply in progress stops at its next token and this message runs next, a
 
 A message is checked when queued as the door checks a turn (its Idempotency-Key, its
 plan, the tenant's rate: counted then, once), and again, but for the rate, when its turn
-comes: by then its sender may have lost access, or its pool its workers. One its turn
+comes: by then its sender may have lost access (the credential that queued it, kept on
+the row, revoked), or its pool its workers. One its turn
 found refused for good (a budget used up) stays in the queue's list, refused, with the
 reason, until its owner retries or withdraws it; a refusal that passes within minutes (the
 tenant's rate, a busy or restarting pool) leaves it waiting, the reason kept, until the
@@ -34,6 +35,8 @@ from chatsite.runs.admission.plan import plan as plan_turn
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.cancel import run_cancel
 from chatsite.runs.store import turns as store_turns
+from chatsite.tenancy import revocation
+from chatsite.tenancy.revocation import Grant, grant_revoked
 from chatsite.tenancy.selectors import member_active
 
 logger = logging.getLogger(__name__)
@@ -48,6 +51,12 @@ PASSING_SECONDS = 300
 SWEEP_GRACE = timedelta(seconds=5)  # a queue its run's end is starting right now is left to it
 SWEEP_CHATS = 500  # chats a sweep starts at most, the longest untouched first
 State = QueuedMessage.State
+ACCESS_ENDED = "its sender no longer has access to this chat"
+CREDENTIAL_ENDED = {  # why a message is refused when the credential that queued it ended since
+    revocation.KEY: "the API key it was sent with was revoked after it was queued",
+    revocation.SESSION: "the session it was sent from was signed out after it was queued",
+    revocation.SESSIONS: "its sender's password was changed after it was queued (which signs every session out)",
+}
 
 
 def message_send_or_queue(*, ask: Ask, queue: bool = True) -> Admitted | QueuedMessage:
@@ -94,7 +103,8 @@ def queued_add(*, ask: Ask, counted: bool = False) -> QueuedMessage | Admitted:
             chat=chat, tenant=ask.caller.tenant, owner=ask.caller.user, content=plan.content,
             position=_last_place(chat),
             request={"sampling": ask.sampling, "model": ask.model, "tier": ask.tier, "source": ask.source,
-                     "idempotency_key": key})
+                     "idempotency_key": key},
+            credential=ask.caller.credential, granted_at=timezone.now())
         _changed(chat)
         transaction.on_commit(lambda: queue_advance(chat_id=chat.pk))
     item.refresh_from_db()
@@ -130,16 +140,19 @@ def queued_withdraw(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
     return item
 
 
-def queued_retry(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
+def queued_retry(*, tenant, user, chat_id, queued_id, credential: str = "") -> QueuedMessage:
     """Queue a refused message again, behind the messages waiting (started at once, once
-    committed, when nothing is in progress or waiting). Raises NotFound, Conflict unless it
-    was refused, InvalidInput when the chat's queue is full."""
+    committed, when nothing is in progress or waiting), under the retrying request's
+    `credential` from now on. Raises NotFound, Conflict unless it was refused, InvalidInput
+    when the chat's queue is full."""
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
         item = _waiting_item(chat, queued_id, State.REFUSED)
         item.state, item.error, item.position, item.not_before = State.QUEUED, "", _last_place(chat), None
-        item.save(update_fields=["state", "error", "position", "not_before", "updated_at"])
+        item.credential, item.granted_at = credential, timezone.now()
+        item.save(update_fields=["state", "error", "position", "not_before", "credential", "granted_at",
+                                 "updated_at"])
         _changed(chat)
         transaction.on_commit(lambda: queue_advance(chat_id=chat.pk))
     item.refresh_from_db()
@@ -174,7 +187,8 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
     """Start the chat's first queued message if no reply is in progress: its run admitted
     through the door and the message marked started in one transaction, under the chat's
     lock (so never twice). A message the door refuses for good, or whose sender lost
-    access to the chat, is marked refused (its error kept, its owner told) and the next one
+    access to the chat or whose credential ended since it was queued (a key revoked, a
+    session signed out), is marked refused (its error kept, its owner told) and the next one
     tried; a refusal that passes within PASSING_SECONDS leaves it queued, the reason in its
     `error`, for the sweep to try again from its `not_before`. Returns the message started,
     if any."""
@@ -188,9 +202,10 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
                     .filter(chat_id=chat_id, state=State.QUEUED).order_by("position", "id").first())
             if head is None:
                 return None
+            if (ended := _access_ended(head)) is not None:
+                _refuse(head, ended)
+                continue
             try:
-                if not member_active(tenant=head.tenant, user=head.owner):
-                    raise NotFound("its sender no longer has access to this chat")
                 with transaction.atomic():
                     admitted = run_admit(_ask_of(head))
             except ReplyInProgress:
@@ -205,9 +220,7 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
                     if not told:  # the panel says why it waits
                         _changed(head.chat)
                     return None
-                head.state, head.error = State.REFUSED, refused.message
-                head.save(update_fields=["state", "error", "updated_at"])
-                _changed(head.chat)
+                _refuse(head, refused.message)
                 continue
             head.state, head.run, head.error = State.STARTED, admitted.run, ""
             head.save(update_fields=["state", "run", "error", "updated_at"])
@@ -241,6 +254,28 @@ def queues_sweep() -> int:
         except Exception:
             logger.exception("sweep: chat %s's queue could not be started; going on with the others", chat_id)
     return started
+
+
+def _access_ended(item: QueuedMessage) -> str | None:
+    """Why its sender may no longer send it, checked as the door checks a live request's
+    credential: membership, and the credential that queued it (a key revoked, a session
+    signed out, a password changed since; chatsite.tenancy.revocation). None: it may go."""
+    if not member_active(tenant=item.tenant, user=item.owner):
+        return ACCESS_ENDED
+    if item.granted_at is None:  # queued before its credential was kept
+        return None
+    grant = Grant(run_id=0, chat_id=item.chat_id, tenant_id=item.tenant_id, user_id=item.owner_id,
+                  credential=item.credential, since=item.granted_at.timestamp())
+    if grant.expired():  # older than the revocations kept: none can be ruled out
+        return "it waited longer than its sender's access is kept without a check; retry it to send it"
+    kind = grant_revoked(grant)
+    return None if kind is None else CREDENTIAL_ENDED.get(kind, ACCESS_ENDED)
+
+
+def _refuse(item: QueuedMessage, why: str) -> None:
+    item.state, item.error = State.REFUSED, why
+    item.save(update_fields=["state", "error", "updated_at"])
+    _changed(item.chat)
 
 
 def _ask_of(item: QueuedMessage) -> Ask:
