@@ -65,7 +65,12 @@ def message_send_or_queue(*, ask: Ask, queue: bool = True) -> Admitted | QueuedM
     some (the door decides, under the chat's lock: a message never overtakes the queue); and,
     with `queue` (the queue flag), queued too while a reply is in progress. Raises what
     run_admit raises for the message itself (400, 404, 429, 503; ReplyInProgress, 409,
-    without `queue`), and InvalidInput when the chat's queue is full."""
+    without `queue`), and InvalidInput when the chat's queue is full. A repeat of a message
+    still queued (its Idempotency-Key) gets it back before the door counts the tenant's rate."""
+    key = idempotency.check_key(ask.idempotency_key)
+    if key and (earlier := _queued_earlier(ask, key, idempotency.ask_digest(ask))) is not None \
+            and earlier.state != State.STARTED:  # a started one's run: the door replays it, counting nothing
+        return earlier
     try:
         return run_admit(ask)
     except QueueWaiting:
