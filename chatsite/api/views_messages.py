@@ -20,7 +20,7 @@ from chatsite.runs.services.chat_edits import message_select
 from chatsite.errors import InvalidInput
 from chatsite.runs.admission import Admitted, Ask, Caller, Continue, InChat, Regenerate, Send, run_admit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services.queued import message_send_or_queue
+from chatsite.runs.services.queued.add import message_send_or_queue
 from chatsite.tenancy.credentials import KeyRead, request_credential
 
 TAGS = ["chats"]

@@ -11,7 +11,8 @@ from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.serializers_queue import QueuedEditRequest, QueuedMessageSerializer, QueueList
 from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import chat_get, queue_of, queued_places
-from chatsite.runs.services.queued import queued_edit, queued_retry, queued_send_now, queued_withdraw
+from chatsite.runs.services.queued.edit import queued_edit, queued_retry, queued_withdraw
+from chatsite.runs.services.queued.send_now import queued_send_now
 from chatsite.tenancy.credentials import request_credential
 
 TAGS = ["chats"]

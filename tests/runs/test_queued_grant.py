@@ -11,7 +11,8 @@ from django.utils import timezone
 from chatsite.chats.models import QueuedMessage
 from chatsite.runs.admission import Ask, Caller, InChat, Send, run_submit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import queued as queue
+from chatsite.runs.services.queued.add import message_send_or_queue
+from chatsite.runs.services.queued.edit import queued_retry
 from chatsite.tenancy.models import Membership, Revocation
 from chatsite.tenancy.revocation import MEMBER, session_credential
 from tests.runs.test_queued import _finish, pool  # noqa: F401 (pool: a fixture, a pool no worker serves)
@@ -23,7 +24,7 @@ SESSION = session_credential("a-browser-session")
 
 def _queue(chat, content) -> QueuedMessage:
     ask = Ask(caller=Caller(chat.tenant, chat.owner, credential=SESSION), where=InChat(chat.pk), turn=Send(content))
-    sent = queue.message_send_or_queue(ask=ask)
+    sent = message_send_or_queue(ask=ask)
     assert isinstance(sent, QueuedMessage), sent
     return sent
 
@@ -58,6 +59,6 @@ def test_a_message_queued_longer_ago_than_revocations_are_kept_is_refused_to_be_
     _finish(first)
     item.refresh_from_db()
     assert item.state == Q.REFUSED and "retry it" in item.error
-    retried = queue.queued_retry(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=item.pk,
-                                 credential=SESSION)
+    retried = queued_retry(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=item.pk,
+                           credential=SESSION)
     assert retried.state == Q.STARTED and GenerationRun.objects.filter(chat=chat).count() == 2
