@@ -9,7 +9,7 @@ from chatsite import stage_trace
 from chatsite.metrics.scaling import pools_record_recommendations
 from chatsite.openai_api.responses.services import responses_forget_ended
 from chatsite.runs.queues import GENERATE_TASK
-from chatsite.runs.services.queued import queues_sweep
+from chatsite.runs.services.queued.advance import queues_sweep
 from chatsite.runs.services.sweep import runs_sweep
 from workers import runtime
 from workers.app import app

@@ -20,8 +20,8 @@ from chatsite.runs.services.chat_edits import message_select
 from chatsite.errors import InvalidInput
 from chatsite.runs.admission import Admitted, Ask, Caller, Continue, InChat, Regenerate, Send, run_admit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services.queued import message_send_or_queue
-from chatsite.tenancy.credentials import KeyRead
+from chatsite.runs.services.queued.add import message_send_or_queue
+from chatsite.tenancy.credentials import KeyRead, request_credential
 
 TAGS = ["chats"]
 # What a well-formed request may still be refused for (chatsite.api.openapi.errors' `rules`).
@@ -112,7 +112,8 @@ def _sampling(data: dict, *names) -> dict:
 def caller(view) -> Caller:
     """The request's credential owner, in the tenant it acts for (with the limits a key's read brought)."""
     auth = view.request.auth
-    return Caller(view.tenant, view.request.user, limits=auth.limits if isinstance(auth, KeyRead) else None)
+    return Caller(view.tenant, view.request.user, limits=auth.limits if isinstance(auth, KeyRead) else None,
+                  credential=request_credential(view.request))
 
 
 def turn_ask(view, data: dict, where, turn, *sampling_names) -> Ask:

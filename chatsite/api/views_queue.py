@@ -11,7 +11,9 @@ from chatsite.api.openapi import READ_ERRORS, WRITE_ERRORS, errors
 from chatsite.api.serializers_queue import QueuedEditRequest, QueuedMessageSerializer, QueueList
 from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import chat_get, queue_of, queued_places
-from chatsite.runs.services.queued import queued_edit, queued_retry, queued_send_now, queued_withdraw
+from chatsite.runs.services.queued.edit import queued_edit, queued_retry, queued_withdraw
+from chatsite.runs.services.queued.send_now import queued_send_now
+from chatsite.tenancy.credentials import request_credential
 
 TAGS = ["chats"]
 LEFT = "409: the message has started or left the queue already."
@@ -77,5 +79,6 @@ class QueuedRetryView(TenantScoped, APIView):
                    responses={202: QueuedMessageSerializer, **errors(*WRITE_ERRORS, 409, rules=(
                        "a retry while 20 messages wait in the chat already (`queue`)."))})
     def post(self, request, chat_id: int, queued_id: int):
-        item = queued_retry(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
+        item = queued_retry(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id,
+                            credential=request_credential(request))
         return Response(queued_data(item), status=status.HTTP_202_ACCEPTED)

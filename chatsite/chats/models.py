@@ -114,6 +114,10 @@ class QueuedMessage(models.Model):
     error = models.TextField(blank=True)
     not_before = models.DateTimeField(null=True, blank=True, help_text="Refused for a while when its turn came (the "
                                       "tenant's rate, a busy pool): the sweep tries it again from then.")
+    # The credential that queued it (or last retried it), as grants name it (chatsite.tenancy.revocation), and
+    # since when: its turn refuses it if that access has ended since. No `granted_at`: queued before they were kept.
+    credential = models.CharField(max_length=80, blank=True)
+    granted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -25,7 +25,7 @@ from chatsite.runs.admission.credentials import key_authenticate
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.outlet import AccessEnded, Outlet
 from chatsite.runs.selectors import run_get
-from chatsite.tenancy.credentials import KeyRead, bearer_token
+from chatsite.tenancy.credentials import bearer_token, request_credential
 from chatsite.tenancy.request_context import current_request
 from chatsite.tenancy.revocation import Grant, key_credential, session_credential, share_credential
 from chatsite.tenancy.selectors import tenant_for_request
@@ -45,14 +45,6 @@ def _signer() -> signing.Signer:
     return signing.Signer(salt=_SIGNER_SALT)
 
 
-def _credential_of(request) -> str:
-    auth = getattr(request, "auth", None)
-    if isinstance(auth, KeyRead):
-        return key_credential(auth.key.pk)
-    session = getattr(request, "session", None)
-    return session_credential(getattr(session, "session_key", None))
-
-
 def events_token(run: GenerationRun) -> str:
     """A token that lets its holder read this run's events for EVENTS_TOKEN_SECONDS,
     bound to the run, its chat and tenant, and the user and credential of the request
@@ -60,7 +52,7 @@ def events_token(run: GenerationRun) -> str:
     working when any of those is revoked (chatsite.tenancy.revocation)."""
     request = current_request()
     user_id = getattr(getattr(request, "user", None), "pk", None)
-    credential = _credential_of(request) if user_id is not None else ""
+    credential = request_credential(request) if user_id is not None else ""
     if user_id is None:
         user_id = run.chat.owner_id
     payload = {"r": run.pk, "c": run.chat_id, "t": run.tenant_id, "u": user_id, "k": credential,
@@ -82,7 +74,7 @@ def grant_of(request, run: GenerationRun) -> Grant:
     """The grant of the request being served to read the run it just made (a streamed
     POST): its user and credential, as the run's events token would carry them."""
     return Grant(run_id=run.pk, chat_id=run.chat_id, tenant_id=run.tenant_id, user_id=request.user.pk,
-                 credential=_credential_of(request), since=time.time())
+                 credential=request_credential(request), since=time.time())
 
 
 def token_grants(token: str, run_id) -> Grant | None:

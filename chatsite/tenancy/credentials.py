@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 
 from chatsite.tenancy.models import ApiKey
+from chatsite.tenancy.revocation import key_credential, session_credential
 
 KEY_PREFIX = "csk"
 _PREFIX_ID = re.compile(r"[0-9a-f]{12}")
@@ -50,3 +51,13 @@ def key_parts(raw: str) -> tuple[str, str] | None:
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not _PREFIX_ID.fullmatch(parts[1]):
         return None
     return parts[1], parts[2]
+
+
+def request_credential(request) -> str:
+    """The credential a request came with, as grants name it (chatsite.tenancy.revocation):
+    its API key's, else its session's; "" for none."""
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, KeyRead):
+        return key_credential(auth.key.pk)
+    session = getattr(request, "session", None)
+    return session_credential(getattr(session, "session_key", None))

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
@@ -76,15 +77,19 @@ class Grant:
     since: float
     share_id: int = 0  # a share link's viewer: the link
 
-    def marker_keys(self) -> list[str]:
-        keys = [redis_keys.revoked(CHAT, str(self.chat_id)),
-                redis_keys.revoked(MEMBER, f"{self.tenant_id}:{self.user_id}"),
-                redis_keys.revoked(USER, str(self.user_id)), redis_keys.revoked(TENANT, str(self.tenant_id))]
+    def principals(self) -> list[tuple[str, str]]:
+        """The principals whose ending cuts this grant off, as (kind, ident)."""
+        found = [(CHAT, str(self.chat_id)), (MEMBER, f"{self.tenant_id}:{self.user_id}"), (USER, str(self.user_id)),
+                 (TENANT, str(self.tenant_id))]
         if self.credential:
-            keys.append(redis_keys.revoked(*self.credential.split(":", 1)))
-            if self.credential.startswith(SESSION + ":"):  # every session of the user (a password change)
-                keys.append(redis_keys.revoked(SESSIONS, str(self.user_id)))
-        return keys
+            kind, _, ident = self.credential.partition(":")
+            found.append((kind, ident))
+            if kind == SESSION:  # every session of the user (a password change)
+                found.append((SESSIONS, str(self.user_id)))
+        return found
+
+    def marker_keys(self) -> list[str]:
+        return [redis_keys.revoked(kind, ident) for kind, ident in self.principals()]
 
     def expired(self, now: float | None = None) -> bool:
         """Older than the markers are kept: it must be granted afresh."""
@@ -138,6 +143,20 @@ def revocations_reload() -> int:
     pipe.execute()
     log.warning("revocation markers written again from Postgres (%d): Redis had lost them", len(rows))
     return len(rows)
+
+
+def grant_revoked(grant: Grant) -> str | None:
+    """The kind of the first principal whose ending cuts `grant` off, as Postgres records
+    it (the durable rows the markers cache, by the rule `is_revoked` applies to them), or
+    None: for a grant kept past its request (a queued message's, checked when its turn
+    comes, in the transaction that admits it). One statement. Rows older than
+    REVOCATION_TTL_SECONDS are pruned: the caller refuses an `expired` grant itself."""
+    named = Q()
+    for kind, ident in grant.principals():
+        named |= Q(kind=kind, ident=ident)
+    cutoff = datetime.fromtimestamp(grant.since - CLOCK_SKEW_SECONDS, tz=dt_timezone.utc)
+    return (Revocation.objects.filter(named).filter(Q(permanent=True) | Q(revoked_at__gte=cutoff))
+            .order_by("revoked_at").values_list("kind", flat=True).first())
 
 
 def is_revoked(value: str | None, since: float) -> bool:

@@ -190,3 +190,30 @@ def test_a_message_refused_when_its_turn_comes_is_listed_and_can_be_retried(live
     assert wait_terminal(_started_run(a["id"]).pk).status == "completed"
     assert httpx.get(base, headers=auth).json()["results"] == []
     assert httpx.post(f"{base}{a['id']}/retry", headers=auth).status_code == 409
+
+
+def test_a_repeated_keyed_post_to_a_busy_chat_answers_its_queued_message_and_counts_nothing_more(
+        live_url, auth, chat):
+    from chatsite.quotas.models import TenantQuota
+    from chatsite.quotas.selectors import quota_allowances
+    from chatsite.runs.services import run_cancel
+
+    if (left := 60 - time.time() % 60) < 15:  # the rate counts per clock minute: all of it in one
+        time.sleep(left + 0.1)
+    TenantQuota.objects.create(tenant=chat.tenant, requests_per_minute=3)
+    chat = _ghost_chat(chat)
+    first = post_message(live_url, auth, chat.pk, "one")  # 1
+    keyed, body = {**auth, "Idempotency-Key": "queued-once"}, {"content": "two", "queue": True, **SERVED}
+    queued = _post(live_url, keyed, chat.pk, body)  # 2
+    assert queued.status_code == 202, queued.text
+    item = queued.json()["queued_message"]
+    assert quota_allowances(chat.tenant).requests.remaining == 1
+    for _ in range(3):  # each over the limit if it counted
+        again = _post(live_url, keyed, chat.pk, body)
+        assert again.status_code == 202, again.text
+        assert (again.json()["queued_message"]["id"], again.json()["queued_message"]["place"]) == (item["id"], 1)
+    reused = _post(live_url, keyed, chat.pk, {**body, "content": "another"})
+    assert reused.status_code == 409 and reused.json()["error"]["code"] == "idempotency_key_reused"
+    assert quota_allowances(chat.tenant).requests.remaining == 1  # none of them counted
+    assert QueuedMessage.objects.filter(chat=chat).count() == 1
+    run_cancel(run=GenerationRun.objects.get(pk=first["id"]))

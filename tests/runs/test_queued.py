@@ -11,9 +11,11 @@ from chatsite.errors import Conflict, InvalidInput, NotFound
 from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_submit
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services import run_cancel, run_finalize
-from chatsite.runs.services.queued import (MAX_QUEUED_PER_CHAT, message_send_or_queue, queue_advance, queued_add,
-                                           queued_edit, queued_retry, queued_send_now, queued_withdraw,
-                                           queues_sweep)
+from chatsite.runs.services.queued.add import message_send_or_queue, queued_add
+from chatsite.runs.services.queued.advance import queue_advance, queues_sweep
+from chatsite.runs.services.queued.edit import queued_edit, queued_retry, queued_withdraw
+from chatsite.runs.services.queued.rows import MAX_QUEUED_PER_CHAT
+from chatsite.runs.services.queued.send_now import queued_send_now
 from chatsite.runs.stream import codec
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, xadd_tokens
@@ -254,11 +256,11 @@ def test_a_refusal_that_passes_leaves_the_message_waiting_with_why(chat):
 
 def test_a_message_sent_between_a_replys_end_and_the_queues_start_waits_behind_the_queue(chat, monkeypatch):
     from chatsite.runs.admission import QueueWaiting, run_regenerate
-    from chatsite.runs.services import queued
+    from chatsite.runs.services.queued import advance
 
     first = run_submit(chat=chat, content="one")
     a = _queue(chat, "two")
-    monkeypatch.setattr(queued, "queue_advance", lambda chat_id: None)  # the moment before the queue starts
+    monkeypatch.setattr(advance, "queue_advance", lambda chat_id: None)  # the moment before the queue starts
     _finish(first)
     monkeypatch.undo()
     assert not GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).exists()

@@ -15,7 +15,7 @@ from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.quotas.models import TenantQuota
 from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_submit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import queued as queue
+from chatsite.runs.services.queued import add, advance, edit
 from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import codec
 from chatsite.tenancy.models import Membership
@@ -35,7 +35,7 @@ def _ask(chat, content, key="", **sampling):
 
 
 def _queue(chat, content, **kw) -> QueuedMessage:
-    sent = queue.message_send_or_queue(ask=_ask(chat, content, **kw))
+    sent = add.message_send_or_queue(ask=_ask(chat, content, **kw))
     assert isinstance(sent, QueuedMessage), sent
     return sent
 
@@ -79,12 +79,12 @@ def test_a_passing_refusal_waits_for_its_retry_time_and_the_sweep_costs_no_rate(
     TenantQuota.objects.create(tenant=chat.tenant, requests_per_minute=3)
     cold = PoolFactory(name="cold-no-worker", queue_when_cold=False)  # no worker: 503, retry after 10 s
     item = _waiting_row(chat, "to the cold pool", 0, request={"model": cold.name})
-    assert queue.queues_sweep() == 0
+    assert advance.queues_sweep() == 0
     item.refresh_from_db()
     assert item.state == Q.QUEUED and item.not_before > timezone.now() + timedelta(seconds=5)
     QueuedMessage.objects.filter(pk=item.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
     for _ in range(5):  # before its retry time the sweep leaves it alone
-        assert queue.queues_sweep() == 0
+        assert advance.queues_sweep() == 0
     item.refresh_from_db()
     assert item.updated_at < timezone.now() - timedelta(seconds=30)
     for content in ("a", "b", "c"):  # the tenant's minute is whole: none of it went to the sweeps
@@ -95,10 +95,10 @@ def test_the_sweep_takes_each_chat_once_so_a_long_queue_starves_no_other(chat):
     crowded = ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool)
     QueuedMessage.objects.bulk_create(
         QueuedMessage(chat=crowded, tenant=chat.tenant, owner=chat.owner, content=f"m{i}", position=i, request={})
-        for i in range(queue.SWEEP_CHATS))
+        for i in range(advance.SWEEP_CHATS))
     QueuedMessage.objects.filter(chat=crowded).update(updated_at=timezone.now() - timedelta(seconds=30))
-    lone = _waiting_row(chat, "me too", queue.SWEEP_CHATS)
-    assert queue.queues_sweep() == 2
+    lone = _waiting_row(chat, "me too", advance.SWEEP_CHATS)
+    assert advance.queues_sweep() == 2
     lone.refresh_from_db()
     assert lone.state == Q.STARTED
 
@@ -108,7 +108,7 @@ def test_a_reply_ended_but_not_saved_is_saved_by_the_advance_which_then_starts_t
     xadd_tokens(first.pk, ["Uno"])
     end_stream(first.pk, DONE)  # its worker has not saved it yet: the door does, inside the advance
     a, b = _waiting_row(chat, "two", 0), _waiting_row(chat, "three", 1)
-    started = queue.queue_advance(chat_id=chat.pk)
+    started = advance.queue_advance(chat_id=chat.pk)
     assert started is not None and started.pk == a.pk
     first.refresh_from_db()
     assert first.status == "completed"  # the saving was not rolled back with a nested advance
@@ -120,7 +120,7 @@ def test_a_deleted_chats_queue_starts_nothing(chat):
     item = _waiting_row(chat, "orphan", 0)
     gone = chat.pk
     chat.delete()
-    assert queue.queue_advance(chat_id=gone) is None
+    assert advance.queue_advance(chat_id=gone) is None
     assert not QueuedMessage.objects.filter(pk=item.pk).exists()
 
 
@@ -139,17 +139,17 @@ def test_an_edit_is_checked_as_the_message_it_is_with_its_own_settings(chat):
     item = _queue(chat, "two", max_tokens=chat.pool.max_output_tokens)  # half the pool's context left for it
     owner = dict(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk)
     with pytest.raises(InvalidInput) as refused:  # ~700 tokens: room enough with the chat's default reply length
-        queue.queued_edit(**owner, queued_id=item.pk, content="w" * 2100)
+        edit.queued_edit(**owner, queued_id=item.pk, content="w" * 2100)
     assert refused.value.code == "context_length_exceeded"
-    assert queue.queued_edit(**owner, queued_id=item.pk, content="two, short").content == "two, short"
+    assert edit.queued_edit(**owner, queued_id=item.pk, content="two, short").content == "two, short"
 
 
 def test_the_same_idempotency_key_with_another_message_is_refused(chat):
     run_submit(chat=chat, content="one")
     item = _queue(chat, "two", key="k1")
     assert _queue(chat, "two", key="k1").pk == item.pk
-    for other in (lambda: queue.message_send_or_queue(ask=_ask(chat, "not two", key="k1")),
-                  lambda: queue.message_send_or_queue(ask=_ask(chat, "two", key="k1", max_tokens=5))):
+    for other in (lambda: add.message_send_or_queue(ask=_ask(chat, "not two", key="k1")),
+                  lambda: add.message_send_or_queue(ask=_ask(chat, "two", key="k1", max_tokens=5))):
         with pytest.raises(Conflict) as reused:
             other()
         assert reused.value.code == "idempotency_key_reused"
@@ -157,10 +157,10 @@ def test_the_same_idempotency_key_with_another_message_is_refused(chat):
 
 
 def test_a_repeat_of_a_message_sent_at_once_is_replayed_even_while_others_wait(chat):
-    sent = queue.message_send_or_queue(ask=_ask(chat, "one", key="k0"))
+    sent = add.message_send_or_queue(ask=_ask(chat, "one", key="k0"))
     assert isinstance(sent, Admitted)
     _queue(chat, "two")
-    again = queue.message_send_or_queue(ask=_ask(chat, "one", key="k0"))
+    again = add.message_send_or_queue(ask=_ask(chat, "one", key="k0"))
     assert isinstance(again, Admitted) and again.replayed and again.run.pk == sent.run.pk
 
 
@@ -169,7 +169,7 @@ def test_a_withdrawal_in_progress_does_not_hide_the_next_message_from_the_advanc
     a, b = _queue(chat, "two"), _queue(chat, "three")
     end_stream(first.pk, DONE)
     inside, release = threading.Event(), threading.Event()
-    changed = queue._changed
+    changed = edit.changed
 
     def held(c):  # the withdrawal's transaction stays open here, its row updated
         changed(c)
@@ -177,7 +177,7 @@ def test_a_withdrawal_in_progress_does_not_hide_the_next_message_from_the_advanc
             inside.set()
             release.wait(10)
 
-    monkeypatch.setattr(queue, "_changed", held)
+    monkeypatch.setattr(edit, "changed", held)
 
     def in_thread(act):
         try:
@@ -185,7 +185,7 @@ def test_a_withdrawal_in_progress_does_not_hide_the_next_message_from_the_advanc
         finally:
             connection.close()
 
-    withdraw = threading.Thread(name="withdraw", target=in_thread, args=(lambda: queue.queued_withdraw(
+    withdraw = threading.Thread(name="withdraw", target=in_thread, args=(lambda: edit.queued_withdraw(
         tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=a.pk),))
     withdraw.start()
     assert inside.wait(10)

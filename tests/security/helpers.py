@@ -6,6 +6,8 @@ import threading
 import time
 
 import httpx
+from django.middleware.csrf import _get_new_csrf_string
+from django.test import Client
 
 from chatsite import redis_keys
 from chatsite.chats.models import Message
@@ -23,6 +25,15 @@ def open_run(chat, text: str = "so far") -> GenerationRun:
                                        pool=chat.pool, seed=1, max_tokens=50)
     get_redis().xadd(redis_keys.run_stream(run.pk), codec.token_fields(seq=0, n=1, text=text, attempt=1))
     return run
+
+
+def session_headers(user) -> dict:
+    """The headers of a browser signed in as `user` (a session of Django's own making, and
+    its CSRF pair), for httpx against the live stack."""
+    client = Client()
+    client.force_login(user)
+    csrf = _get_new_csrf_string()
+    return {"Cookie": f"sessionid={client.cookies['sessionid'].value}; csrftoken={csrf}", "X-CSRFToken": csrf}
 
 
 class OpenStream:

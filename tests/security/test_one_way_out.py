@@ -14,8 +14,8 @@ from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.models import ApiKey
 from tests import stack
 from tests.factories import queueing_pool
-from tests.security.helpers import OpenStream, open_run
-from tests.tenancy.test_revocation import ENDS_WITHIN, _events_url, _session
+from tests.security.helpers import OpenStream, open_run, session_headers
+from tests.tenancy.test_revocation import ENDS_WITHIN, _events_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,7 +138,7 @@ def test_v1_and_api_streams_share_the_users_cap_and_a_refused_v1_stream_admits_n
 @pytest.mark.slow
 def test_a_password_change_ends_the_other_sessions_streams_and_their_tokens(live_url, chat):
     run = open_run(chat)
-    other = _session(chat.owner)  # a session on another device
+    other = session_headers(chat.owner)  # a session on another device
     token_url = _events_url(live_url, other, run.pk)  # a token it minted
     with OpenStream(f"{live_url}/events", headers=other) as window, \
             OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=other) as by_cookie, \
@@ -155,7 +155,7 @@ def test_a_password_change_ends_the_other_sessions_streams_and_their_tokens(live
             print(f"{name}: ended {stream.ended_at - changed_at:.2f} s after the password change")
     assert httpx.get(token_url, timeout=10).status_code == 401
     # a session signed in after the change streams as before
-    fresh = _session(user)
+    fresh = session_headers(user)
     with OpenStream(f"{live_url}/events", headers=fresh) as window:
         time.sleep(settings.CHATSITE["SSE_REVOCATION_CHECK_SECONDS"] + 0.5)
         assert window.status == 200 and not window.ended.is_set()

@@ -7,12 +7,10 @@ import time
 import httpx
 import pytest
 from django.conf import settings
-from django.middleware.csrf import _get_new_csrf_string
-from django.test import Client
 
 from chatsite.tenancy.models import ApiKey, Membership
 from tests.runs.helpers import post_message, wait_terminal
-from tests.security.helpers import OpenStream, open_run
+from tests.security.helpers import OpenStream, open_run, session_headers
 from tests.sse import read_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,13 +23,6 @@ def _events_url(live_url, headers, run_id) -> str:
     resp = httpx.get(f"{live_url}/api/runs/{run_id}/", headers=headers, timeout=10)
     assert resp.status_code == 200, resp.text
     return live_url + resp.json()["events_url"]
-
-
-def _session(user) -> dict:
-    client = Client()
-    client.force_login(user)
-    csrf = _get_new_csrf_string()
-    return {"Cookie": f"sessionid={client.cookies['sessionid'].value}; csrftoken={csrf}", "X-CSRFToken": csrf}
 
 
 def _assert_ended(stream: OpenStream, name: str, revoked_at: float) -> float:
@@ -62,7 +53,7 @@ def test_revoking_a_key_ends_the_streams_opened_with_it_and_its_tokens(live_url,
 @pytest.mark.slow
 def test_signing_out_ends_that_sessions_streams_and_only_those(live_url, chat, auth):
     run = open_run(chat)
-    session = _session(chat.owner)
+    session = session_headers(chat.owner)
     token_url = _events_url(live_url, session, run.pk)  # a token issued to the session, as the web page gets
     with OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=session) as by_cookie, \
             OpenStream(token_url) as by_token, \
@@ -104,7 +95,7 @@ def test_an_events_token_stops_working_once_its_chat_is_deleted(live_url, fake_w
 def test_signing_out_ends_the_sessions_window_events_stream_too(live_url, chat):
     """The per-user event stream every open window follows (GET /events) is a stream of
     the session like a run's: signing out ends it within the check interval."""
-    session = _session(chat.owner)
+    session = session_headers(chat.owner)
     with OpenStream(f"{live_url}/events", headers=session) as window:
         assert window.status == 200 and b"retry:" in window.body and not window.ended.is_set()
         assert httpx.post(f"{live_url}/logout/", headers=session, timeout=10).status_code == 302

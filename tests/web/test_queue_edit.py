@@ -4,7 +4,7 @@ on the open field."""
 import pytest
 
 from chatsite.chats.models import QueuedMessage
-from chatsite.runs.services.queued import queued_withdraw
+from chatsite.runs.services.queued.edit import queued_withdraw
 from tests.factories import ChatFactory, queueing_pool
 from tests.web.pages import ChatPage, expect
 

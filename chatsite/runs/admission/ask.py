@@ -16,10 +16,13 @@ from chatsite.tenancy.credentials import TenantLimits
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The credential's owner, in the tenant it acts for; `limits`, when the credential's
-    read brought them along (an API key's), spare the door reading them."""
+    read brought them along (an API key's), spare the door reading them; `credential`, the
+    credential itself as grants name it (chatsite.tenancy.revocation; "": none known), for
+    a turn taken now and admitted later (a queued message) to be cut off by its revocation."""
     tenant: object
     user: object
     limits: TenantLimits | None = None
+    credential: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,36 @@
+"""Steering: a waiting message sent now, the reply in progress stopped at its next token
+(chatsite.runs.services.queued)."""
+from django.db import transaction
+from django.db.models import Min
+
+from chatsite.chats.models import QueuedMessage
+from chatsite.chats.selectors import chat_get
+from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.cancel import run_cancel
+from chatsite.runs.services.queued.advance import queue_advance
+from chatsite.runs.services.queued.rows import State, changed, waiting_item
+from chatsite.runs.store import turns as store_turns
+
+
+def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
+    """Steer: the queued message moves to the head of its chat's queue and the reply in
+    progress is stopped at its next token (its partial text kept as the reply, which ends
+    `interrupted`); its end starts this message, with that reply in its context. With no
+    reply in progress it starts at once. Raises NotFound, Conflict once started."""
+    chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
+    with transaction.atomic():
+        store_turns.chat_lock(chat_id=chat.pk)
+        item = waiting_item(chat, queued_id, State.QUEUED)
+        first = QueuedMessage.objects.filter(chat=chat, state=State.QUEUED).aggregate(first=Min("position"))["first"]
+        active = GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).first()
+        if first is not None and first < item.position:
+            item.position = first - 1
+        item.interrupted_run = active
+        item.save(update_fields=["position", "interrupted_run", "updated_at"])
+        changed(chat, interrupted=active.pk if active is not None else None)  # its windows label its end
+    if active is not None:
+        run_cancel(run=active)  # its end (here, or on its worker at the next step) starts the queue
+    else:
+        queue_advance(chat_id=chat.pk)
+    item.refresh_from_db()
+    return item
