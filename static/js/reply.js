@@ -97,6 +97,7 @@
       this.el.dataset.messageId = message.id;
     }
 
+    /* The run as the API gives it (saved): a stopped one's reason is known from here on. */
     setRun(run) {
       this.run = run;
       this.reasonUnsaved = false;
@@ -153,9 +154,12 @@
       if (stick) ns.scroll.toBottom();
     }
 
+    /* The stream ended: the reply settles with the status its end says (the saved run, with
+     * its reason, comes later through setRun). */
     _settle(status) {
       if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
-      this.setRun({ ...this.run, status });
+      this.run = { ...this.run, status };
+      this.el.dataset.status = status;
       this.body.classList.remove("streaming", "pending");
       this.el.removeAttribute("aria-busy");
       this.render(true);

@@ -1,4 +1,5 @@
 """Shared steps for tests that drive the live API."""
+import re
 import time
 
 import httpx
@@ -20,7 +21,23 @@ def wait_terminal(run_id: int, timeout: float = 60) -> GenerationRun:
         if run.is_terminal:
             return run
         time.sleep(0.05)
-    raise TimeoutError(f"run {run_id} is still {run.status} after {timeout} s")
+    raise TimeoutError(f"run {run_id} is still {run.status} after {timeout} s; what the stack's logs say of it:\n"
+                       + "\n".join(logged_about(run_id)))
+
+
+def logged_about(run_id: int, limit: int = 40) -> list[str]:
+    """The live stack's log lines (tests.stack.LOG_DIR) naming run `run_id`, or an error:
+    why a run stayed running (its lease lapsed on a stalled worker, a write failed) is
+    there, and a stack without beat never sweeps such a run on."""
+    from tests.stack import LOG_DIR
+
+    named = re.compile(rf"\brun(?:\(s\))? \[?(?:\d+, )*{run_id}\b")
+    lines = []
+    for path in sorted(LOG_DIR.glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if named.search(line) or " ERROR " in line or line.startswith("Traceback"):
+                lines.append(f"{path.stem}: {line}")
+    return lines[-limit:]
 
 
 def xadd_tokens(run_id: int, parts: list[str], start: int = 0, attempt: int = 1) -> list[str]:

@@ -89,6 +89,20 @@ class ChatPage:
     def article(self, run_id: int):
         return self.page.locator(f'article[data-run-id="{run_id}"]')
 
+    def watch_badges(self, run_id: int) -> None:
+        """From now on, record every label (.badge) the reply's footer shows, even one replaced
+        in the same task (the observer reads the nodes added, not the page as it is later)."""
+        self.page.evaluate("""id => { window.badgesSeen = [];
+            new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes) {
+                const article = n.nodeType === 1 && r.target.closest && r.target.closest("article");
+                if (!article || article.dataset.runId !== String(id)) continue;
+                for (const b of [n, ...n.querySelectorAll(".badge")]) if (b.matches(".badge")) badgesSeen.push(b.textContent);
+            } }).observe(document.getElementById("thread"), { childList: true, subtree: true }); }""", run_id)
+
+    def badges_seen(self) -> list[str]:
+        """The labels recorded since watch_badges, in order."""
+        return self.page.evaluate("() => window.badgesSeen")
+
     def notice(self):
         return self.page.get_by_role("alert").filter(has=self.page.locator(".notice-title")).last
 
