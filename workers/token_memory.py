@@ -19,26 +19,24 @@ def known_for(run: GenerationRun, *, continued: bool) -> TokenRecord | None:
     or None: none kept, or Postgres could not say (the prompt is then tokenized whole,
     which is always right, only slower)."""
     try:
-        stored = store.tokens_builds_on(asked_id=run.user_message_id, reply_id=run.assistant_message_id,
-                                        continued=continued)
+        return store.tokens_builds_on(asked_id=run.user_message_id, reply_id=run.assistant_message_id,
+                                      continued=continued)
     except DatabaseError:
         log.warning("run %s: could not read the stored token ids; tokenizing its prompt whole", run.pk,
                     exc_info=True)
         return None
-    return None if stored is None else TokenRecord(stored.token_ids, stored.digest)
 
 
-def to_keep(host, plan, output_ids) -> store.StoredTokens | None:
+def to_keep(host, plan, output_ids) -> TokenRecord | None:
     """What the run's finalize keeps of its reply's ids: the prompt `plan` the engine was
     sent and the `output_ids` it generated; None for a run with nothing to keep (no
     output ids: it failed, was cancelled or handed back; a raw prompt)."""
     if not output_ids:
         return None
-    made = host.token_record(plan, list(output_ids))
-    return None if made is None else store.StoredTokens(made.token_ids, made.digest)
+    return host.token_record(plan, list(output_ids))
 
 
-def held_here(pipe, *, worker: str, pool, run: GenerationRun, plan, kept: store.StoredTokens | None) -> None:
+def held_here(pipe, *, worker: str, pool, run: GenerationRun, plan, kept: TokenRecord | None) -> None:
     """Add to `pipe` (the finalize's round trip) what this worker's engine holds now that
     `run` ended: its chat (the pin) and, when its reply's ids are `kept`, those ids, the
     first `plan.from_ids` of which were the record its prompt started with (the prefix index)."""

@@ -3,7 +3,7 @@
 A sync DRF view is served in one thread hop with every middleware hook and its view in
 it (chatsite.edge.handler): the request's whole work waits for a place in the web's
 gate. Served as an async view, the middleware runs on the event loop (for an API
-client's request, no hop at all: chatsite.edge.handler.FlatMiddleware) and only the
+client's request, no hop at all: chatsite.edge.flat_middleware) and only the
 view, with its response rendered, takes the one hop, so a burst of sends queues for
 less. The view is DRF's as it is: its authentication, parsing, errors and schema."""
 from asgiref.sync import sync_to_async

@@ -37,7 +37,7 @@ def _message(request, response) -> tuple[str, str]:
 class ApiErrorMiddleware:
     sync_capable = True
     async_capable = True
-    hooks_only = True  # its whole behaviour is the two hooks below (chatsite/edge/handler.FlatMiddleware)
+    hooks_only = True  # its whole behaviour is the two hooks below (chatsite/edge/flat_middleware.py)
     inline_safe = True  # they read and write the request and the response only
 
     def __init__(self, get_response):

@@ -6,7 +6,7 @@ at once, 64 POSTs shared the GIL with each other and with the loop: each of them
 late, all together, and the loop stalled for hundreds of milliseconds between two SSE
 frames. Here a thread runs its hop only while it holds a place, and waits for one asleep,
 in the order it asked; a hop gives its pooled database connection back when it ends
-(chatsite.edge.handler), so a thread that waits holds nothing a running one needs.
+(chatsite.edge.request_threads), so a thread that waits holds nothing a running one needs.
 """
 import threading
 from collections import deque

@@ -20,12 +20,10 @@ The middleware, the views and what they return are the same either way.
 Django gives every request a thread of its own (ThreadSensitiveContext): asgiref
 started a thread for it and another to join it at the end, two thread starts per
 request. Here a request leases a one-thread executor from a free list and gives it
-back when it ends: the same one thread per request, started once.
-
-At most WEB_THREADS of those threads run a hop at once (chatsite/edge/gate.py); the
-others wait, first come first served, asleep. No database transaction spans two hops,
-and a hop gives its pooled connection back when it ends, so a thread waiting to start a
-hop holds nothing a running one could wait for.
+back when it ends: the same one thread per request, started once. Each hop there waits
+for a place in the web's gate and gives its pooled database connections back when it
+ends (chatsite.edge.request_threads); an async view's middleware runs flat
+(chatsite.edge.flat_middleware).
 """
 import asyncio
 import functools
@@ -34,208 +32,21 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core import signals
-from django.core.exceptions import MiddlewareNotUsed, RequestAborted
+from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
-from django.core.handlers.exception import response_for_exception
-from django.db import connections
 from django.http import FileResponse
 from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlconf
-from django.utils.deprecation import MiddlewareMixin
-from django.utils.log import log_response
-from django.utils.module_loading import import_string
 
 from chatsite import stage_trace
+from chatsite.edge.flat_middleware import FlatMiddleware
+from chatsite.edge.request_threads import RunningGate
 from chatsite.edge.signals import send_signal, signal_inline
-from chatsite.edge.gate import Gate
-
-
-# Django's own middleware (as of 5.2, the version these were read in: a test fails on
-# another) whose hooks read and write only the request and the response (headers,
-# cookies) unless the request carries a session. Ours say so themselves (`inline_safe =
-# True`). FlatMiddleware runs the hooks on the event loop for a request without a session
-# cookie when every middleware settings.MIDDLEWARE loads is one of these (measured:
-# bench.per_run --callgrind web, /v1, 11.1 M instructions a run without this, 9.0 with).
-DJANGO_INLINE_SAFE = frozenset({
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-})
-
-
-def inline_safe(mw) -> bool:
-    """Whether a loaded middleware's hooks touch no database or file for a request without a session."""
-    return getattr(mw, "inline_safe", False) or f"{type(mw).__module__}.{type(mw).__qualname__}" in DJANGO_INLINE_SAFE
 
 
 # One-thread executors kept for the next requests; a burst beyond this many concurrent
 # Django requests (a /v1 stream holds its thread until it ends) starts threads that end with it.
 IDLE_THREADS_KEPT = 64
-
-
-class _GatedExecutor(ThreadPoolExecutor):
-    """A one-thread executor whose every call runs in a place of `gate`."""
-
-    def __init__(self, gate: Gate):
-        super().__init__(max_workers=1, thread_name_prefix="request")
-        self._gate = gate
-
-    def submit(self, fn, /, *args, **kwargs):
-        return super().submit(self._gate.run, _hop, fn, *args, **kwargs)
-
-
-def _hop(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        _give_back_pooled_connections()
-
-
-class RunningGate:
-    """At most `limit` request threads running a hop at once (0: no bound, Django's way):
-    `executor()` makes the one-thread executors whose calls wait for a place."""
-
-    def __init__(self, limit: int):
-        self._gate = Gate(limit) if limit > 0 else None
-
-    def executor(self) -> ThreadPoolExecutor:
-        """A one-thread executor for one request at a time, its calls in the gate."""
-        if self._gate is None:
-            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
-        return _GatedExecutor(self._gate)
-
-
-def _give_back_pooled_connections() -> None:
-    """Return this thread's pooled database connections to their pool at the end of a
-    hop (no transaction spans two hops). A thread waiting for its turn then holds no
-    connection, so a hop in its turn never waits, turn held, for a connection that only
-    a thread without a turn could give back (an async view's request kept its connection
-    from its first hop to its response's close: 64 /v1 streams held the web's whole pool, 24)."""
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and not conn.in_atomic_block and conn.settings_dict["OPTIONS"].get("pool"):
-            conn.close()
-
-
-def _unused(request):  # pragma: no cover - a flat middleware's get_response is never called
-    raise RuntimeError("a flattened middleware called its get_response")
-
-
-class FlatMiddleware:
-    """settings.MIDDLEWARE as two lists of hooks, for an async view.
-
-    Django nests the middleware: each layer's process_request, then the layers inside
-    it, then its process_response; an exception in a layer becomes a response there
-    (convert_exception_to_response) that the outer layers' process_response still see.
-    Run flat, the same order and the same rules: `before` runs process_request layer by
-    layer (a layer answering, or raising, ends the walk inward), then runs process_view
-    on the view the handler resolved (again if a hook set request.urlconf); `after` runs process_response for the layers entered,
-    innermost first."""
-
-    def __init__(self):
-        self.layers = []
-        for path in settings.MIDDLEWARE:
-            try:
-                mw = import_string(path)(_unused)
-            except MiddlewareNotUsed:
-                continue
-            if not _hooks_only(mw) or hasattr(mw, "process_template_response"):
-                raise TypeError(f"middleware {path} is not hooks only")
-            self.layers.append(mw)
-        self.inline_safe = not settings.CSRF_USE_SESSIONS and all(inline_safe(mw) for mw in self.layers)
-        self.view_hooks = [mw.process_view for mw in self.layers if hasattr(mw, "process_view")]
-        self.exception_hooks = [mw.process_exception for mw in reversed(self.layers)
-                                if hasattr(mw, "process_exception")]
-
-    def inline_before(self, request) -> bool:
-        """Whether `before` may run on the event loop: every middleware is one whose
-        request hooks touch no database or file unless the request carries a session
-        (Django's session, auth and messages middleware read the session lazily, and only
-        through its cookie), and this request carries none. An API client's request,
-        bearer-authenticated, saves a thread hop."""
-        return self.inline_safe and settings.SESSION_COOKIE_NAME not in request.COOKIES
-
-    def inline_after(self, request, response) -> bool:
-        """Whether `after` may run on the event loop: as inline_before, and the view left
-        nothing to save (no session written, no message added), no error to log and no
-        template to render."""
-        if not self.inline_before(request) or response.status_code >= 400 or _to_render(response):
-            return False
-        session = getattr(request, "session", None)
-        if session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST):
-            return False
-        messages = getattr(request, "_messages", None)
-        return messages is None or not (messages.used or messages.added_new)
-
-    def before(self, request, match):
-        """(layers entered, the response if one answered before the view, the view match)."""
-        for i, mw in enumerate(self.layers):
-            hook = getattr(mw, "process_request", None)
-            if hook is None:
-                continue
-            try:
-                response = hook(request)
-            except Exception as exc:
-                return i, response_for_exception(request, exc), None
-            if response is not None:
-                return i + 1, response, None
-        entered = len(self.layers)
-        try:
-            if hasattr(request, "urlconf"):  # a process_request chose another URLconf
-                set_urlconf(request.urlconf)
-                match = get_resolver(request.urlconf).resolve(request.path_info)
-            request.resolver_match = match
-            for hook in self.view_hooks:
-                response = hook(request, match.func, match.args, match.kwargs)
-                if response:
-                    return entered, response, None
-        except Exception as exc:
-            return entered, response_for_exception(request, exc), None
-        return entered, None, match
-
-    def failed(self, request, exc):
-        """The view raised: process_exception, innermost first, else Django's answer for it."""
-        try:
-            for hook in self.exception_hooks:
-                response = hook(request, exc)
-                if response:
-                    return response
-        except Exception as raised:
-            exc = raised
-        return response_for_exception(request, exc)
-
-    def after(self, request, entered: int, response):
-        if hasattr(response, "render") and callable(response.render):  # a TemplateResponse
-            try:
-                response = response.render()
-            except Exception as exc:
-                response = self.failed(request, exc)
-        for mw in reversed(self.layers[:entered]):
-            hook = getattr(mw, "process_response", None)
-            if hook is None:
-                continue
-            try:
-                response = hook(request, response)
-            except Exception as exc:
-                response = response_for_exception(request, exc)
-        if response.status_code >= 400:
-            log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
-        return response
-
-
-def _to_render(response) -> bool:
-    """A TemplateResponse not rendered yet (rendering may read a template or the database);
-    a REST turn's response comes rendered (chatsite.api.async_path), its hooks inline."""
-    return hasattr(response, "render") and not getattr(response, "is_rendered", True)
-
-
-def _hooks_only(mw) -> bool:
-    """A middleware whose whole behaviour is its hooks: Django's MiddlewareMixin, or a
-    class of ours that says so (`hooks_only = True`)."""
-    return isinstance(mw, MiddlewareMixin) or getattr(mw, "hooks_only", False)
 
 
 class OneHopASGIHandler(ASGIHandler):

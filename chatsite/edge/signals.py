@@ -7,7 +7,7 @@ hops of every /v1 request, ~170 us of CPU each here (chatsite.edge.handler), for
 receivers that do nothing then. Django's own receivers of these two signals are these:
 - reset_queries and close_old_connections go through the request's database
   connections, and do nothing to one that is not open. Every hop gives its pooled
-  connection back as it ends (chatsite.edge.handler), so between hops none is open.
+  connection back as it ends (chatsite.edge.request_threads), so between hops none is open.
 - close_caches closes each cache in use; the base class's close does nothing, and of
   Django's backends only memcached's closes something (a connection).
 - reset_urlconf sets a context variable.

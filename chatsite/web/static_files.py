@@ -1,7 +1,7 @@
 """Static files, served by whitenoise from this Django view.
 
 Whitenoise's middleware is not hooks only, so placed in MIDDLEWARE it would send every
-/v1 request back to Django's async path (chatsite/edge/handler.FlatMiddleware); as the
+/v1 request back to Django's async path (chatsite/edge/flat_middleware.FlatMiddleware); as the
 view behind /static/ it costs other requests nothing. It serves collectstatic's files
 (hashed names: cached for a year, immutable) compressed as the browser accepts (brotli,
 gzip), and under DEBUG the files of static/ as they are edited."""

@@ -319,16 +319,18 @@ def test_signals_hop_while_a_database_connection_is_open():
 
 
 def test_the_handler_is_read_against_the_django_it_runs_on():
-    """chatsite/edge/handler.py keeps Django 5.2's ASGIHandler.handle, edited, and vets
-    Django's own middleware for running on the event loop (DJANGO_INLINE_SAFE): both were
-    read against Django 5.2. On another Django this fails, so that they are read again
+    """chatsite/edge/handler.py keeps Django 5.2's ASGIHandler.handle, edited;
+    chatsite/edge/flat_middleware.py runs Django's middleware chain flat and vets Django's
+    own middleware for running on the event loop (DJANGO_INLINE_SAFE): all were read
+    against Django 5.2. On another Django this fails, so that they are read again
     (measured, the copy saves a third of a run's web instructions: docs/architecture.md)."""
     import django
     from django.conf import settings
 
-    from chatsite.edge.handler import DJANGO_INLINE_SAFE, FlatMiddleware
+    from chatsite.edge.flat_middleware import DJANGO_INLINE_SAFE, FlatMiddleware
 
-    assert django.VERSION[:2] == (5, 2), "read chatsite/edge/handler.py against this Django, then update this test"
+    assert django.VERSION[:2] == (5, 2), ("read chatsite/edge/handler.py and flat_middleware.py against this Django, "
+                                         "then update this test")
     flat = FlatMiddleware()
     assert flat.inline_safe  # every middleware settings.MIDDLEWARE loads is vetted or says it is safe
     loaded = {f"{type(mw).__module__}.{type(mw).__qualname__}" for mw in flat.layers}

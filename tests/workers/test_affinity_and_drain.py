@@ -15,16 +15,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
-def second_worker(stack_env, fake_workers, django_db_blocker):
-    from tests.factories import PoolFactory
-
-    with django_db_blocker.unblock():  # earlier transactional tests flushed the rows
-        PoolFactory(name="flagship")
-    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
-                              pool="flagship", name="fake-flagship-2")
+def second_worker(start_flagship_worker):
+    proc = start_flagship_worker("fake-flagship-2")
     time.sleep(2)  # let its first heartbeats land
-    yield proc
-    proc.stop()
+    return proc
 
 
 @pytest.mark.slow

@@ -9,23 +9,16 @@ from chatsite.runs.admission import run_regenerate, run_submit
 from chatsite.runs.routing import affinity_pin
 from chatsite.runs.services.chat_edits import message_select
 from inference.fake_details import BLOCK_TOKENS
-from tests import stack
 from tests.runs.helpers import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
-def other_worker(stack_env, fake_workers, django_db_blocker):
+def other_worker(start_flagship_worker):
     """A second worker of the flagship pool, with the session's fake-flagship: their full names."""
-    from tests.factories import PoolFactory
-
-    with django_db_blocker.unblock():  # earlier transactional tests flushed the rows
-        PoolFactory(name="flagship")
-    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01"},
-                              pool="flagship", name="fake-flagship-prefix")
-    yield [f"{name}@{socket.gethostname()}" for name in ("fake-flagship", "fake-flagship-prefix")]
-    proc.stop()
+    start_flagship_worker("fake-flagship-prefix")
+    return [f"{name}@{socket.gethostname()}" for name in ("fake-flagship", "fake-flagship-prefix")]
 
 
 def kept_len(run) -> int:

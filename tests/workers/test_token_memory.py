@@ -8,10 +8,11 @@ from django.utils import timezone
 
 from chatsite.chats.models import MessageTokens
 from chatsite.runs.admission import run_continue, run_regenerate, run_submit
-from chatsite.runs.store import claim, finalize, tokens
+from chatsite.runs.store import claim, finalize
 from chatsite.runs.store.tokens import unpack
 from inference.fake_backend import CharTokenizer
 from inference.fake_details import BLOCK_TOKENS
+from inference.token_prefix import TokenRecord
 from tests.runs.helpers import wait_terminal
 from tests.runs.store.test_statements import _ending
 from workers import generation
@@ -76,7 +77,7 @@ def test_a_first_turn_reads_no_kept_ids_and_a_next_turn_reads_them(chat, django_
     with django_assert_num_queries(0):
         assert generation._prompt(rt, first, max_prompt_tokens=100, so_far="") is None
     claim.run_take(run_id=first.pk, worker="w1", now=timezone.now())
-    finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=tokens.StoredTokens([5, 6], "d" * 32))
+    finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=TokenRecord([5, 6], "d" * 32))
     second = run_submit(chat=chat, content="again", max_tokens=5)
     with django_assert_num_queries(1):
         known = generation._prompt(rt, second, max_prompt_tokens=100, so_far="")

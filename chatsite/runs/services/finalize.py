@@ -17,9 +17,9 @@ from django.utils import timezone
 from chatsite.counters import observe_latencies
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store import finalize as store
-from chatsite.runs.store.tokens import StoredTokens
 from chatsite.runs.stream import codec, log
 from chatsite.runs.stream.log import Reply
+from inference.token_prefix import TokenRecord
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def _ms_to_dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
 
 
-def run_finalize(*, run_id: int, also=None, tokens: StoredTokens | None = None) -> GenerationRun | None:
+def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -> GenerationRun | None:
     """Save the assistant message and the run's figures from the stream's text, and
     `tokens` (the ids its engine held at the reply's end: its worker's) if it completed.
 

@@ -10,7 +10,8 @@ from chatsite.quotas.models import TenantQuota, TenantUsage
 from chatsite.quotas.periods import period_start_sql
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store.engine import Columns, fetch_one, prepared, split, sql_in
-from chatsite.runs.store.tokens import StoredTokens, pack
+from chatsite.runs.store.tokens import pack
+from inference.token_prefix import TokenRecord
 
 _RUNS = GenerationRun._meta.db_table
 _POOLS = GenerationRun._meta.get_field("pool").related_model._meta.db_table
@@ -99,7 +100,7 @@ _FINISH = prepared(
 _READ = f'SELECT {_RUN.sql} FROM "{_RUNS}" g WHERE g.id = %s'
 
 
-def run_finish(*, run_id: int, ending: Ending, tokens: StoredTokens | None = None) -> Finished | None:
+def run_finish(*, run_id: int, ending: Ending, tokens: TokenRecord | None = None) -> Finished | None:
     """End the run as `ending` says, and keep `tokens` (its reply's token ids) if it
     completed; None, changing nothing, when the run is terminal already (or there is no
     such run)."""

@@ -1,21 +1,14 @@
 """A reply's token ids (chats.MessageTokens): packed for the finalize that saves them,
-and read, in one statement, by the worker whose run builds on that reply."""
+and read, in one statement, by the worker whose run builds on that reply, as the
+inference.token_prefix.TokenRecord its engine made."""
 import sys
 from array import array
-from dataclasses import dataclass
 
 from chatsite.chats.models import Message, MessageTokens
 from chatsite.runs.store.engine import fetch_one, prepared
+from inference.token_prefix import TokenRecord
 
 _TOKENS, _MESSAGES = MessageTokens._meta.db_table, Message._meta.db_table
-
-
-@dataclass(frozen=True, slots=True)
-class StoredTokens:
-    """The ids an engine held at a reply's end and the digest of the text they spell."""
-
-    token_ids: list[int]
-    digest: str
 
 
 def pack(token_ids) -> bytes:
@@ -42,9 +35,9 @@ _BUILDS_ON = prepared(
     f'ELSE (SELECT m.parent_id FROM "{_MESSAGES}" m WHERE m.id = %(asked)s) END')
 
 
-def tokens_builds_on(*, asked_id: int, reply_id: int, continued: bool) -> StoredTokens | None:
+def tokens_builds_on(*, asked_id: int, reply_id: int, continued: bool) -> TokenRecord | None:
     """The stored ids of the reply a run builds on (`continued`: the reply it carries on,
     else the one before its question `asked_id`); None when that reply has none (written
     before they were kept, failed, or the first turn)."""
     row = fetch_one(_BUILDS_ON, {"asked": asked_id, "reply": reply_id, "continued": continued})
-    return None if row is None else StoredTokens(unpack(row[0]), row[1])
+    return None if row is None else TokenRecord(unpack(row[0]), row[1])

@@ -10,6 +10,7 @@ from chatsite.runs.admission import run_continue, run_submit
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store import choices, claim, finalize, keys, queue, reads, tokens, turns
 from chatsite.tenancy.credentials import key_parts
+from inference.token_prefix import TokenRecord
 from tests.factories import ChatFactory, TenantFactory
 
 pytestmark = pytest.mark.django_db
@@ -103,22 +104,22 @@ def test_a_replys_token_ids_are_kept_by_its_finish_and_read_by_the_next_turn_in_
     claim.run_take(run_id=first.pk, worker="w1", now=timezone.now())
     ids = [0, 1, 2**32 - 1, 49151, 7]
     with django_assert_num_queries(1):
-        finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=tokens.StoredTokens(ids, "d" * 32))
+        finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=TokenRecord(ids, "d" * 32))
     second = run_submit(chat=chat, content="again", max_tokens=5)
     with django_assert_num_queries(1):
         kept = tokens.tokens_builds_on(asked_id=second.user_message_id, reply_id=second.assistant_message_id,
                                        continued=False)
-    assert kept == tokens.StoredTokens(ids, "d" * 32)
+    assert kept == TokenRecord(ids, "d" * 32)
     # A failed reply keeps none; the turn after it gets none.
     claim.run_take(run_id=second.pk, worker="w1", now=timezone.now())
     finalize.run_finish(run_id=second.pk, ending=_ending(GenerationRun.Status.FAILED),
-                        tokens=tokens.StoredTokens([1], "e" * 32))
+                        tokens=TokenRecord([1], "e" * 32))
     third = run_submit(chat=chat, content="once more", max_tokens=5)
     assert tokens.tokens_builds_on(asked_id=third.user_message_id, reply_id=third.assistant_message_id,
                                    continued=False) is None
     # A continue builds on the reply it carries on (the one its own reply replaces).
     claim.run_take(run_id=third.pk, worker="w1", now=timezone.now())
-    finalize.run_finish(run_id=third.pk, ending=_ending(reason="length"), tokens=tokens.StoredTokens([3, 4], "f" * 32))
+    finalize.run_finish(run_id=third.pk, ending=_ending(reason="length"), tokens=TokenRecord([3, 4], "f" * 32))
     continued = run_continue(chat=chat, message=third.assistant_message)
     assert tokens.tokens_builds_on(asked_id=continued.user_message_id, reply_id=continued.assistant_message_id,
-                                   continued=True) == tokens.StoredTokens([3, 4], "f" * 32)
+                                   continued=True) == TokenRecord([3, 4], "f" * 32)
