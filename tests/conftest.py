@@ -1,4 +1,6 @@
 """Fixtures: real Postgres and Redis; live daphne and Celery workers on demand."""
+import os
+
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -7,6 +9,7 @@ from tests import marks, stack
 from tests.factories import PASSWORD, ChatFactory, PoolFactory, TenantFactory, UserFactory, queueing_pool
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads xdist_group marks (tests/marks.py)
 def pytest_collection_modifyitems(items):
     marks.add_needs(items)
 
@@ -190,11 +193,20 @@ def _vllm_worker_launched(stack_env, django_db_blocker):
     proc.stop(timeout=60)
 
 
-@pytest.fixture(scope="session", autouse=True)
+_FIRST_TEST_SEEN = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
 def _vllm_engine_loads_early(request):
-    """When the session has vLLM tests, their worker starts with the session: its engine's
-    ~30-60 s start then overlaps the tests collected before the first of them."""
-    if any("vllm_worker" in item.fixturenames for item in request.session.items):
+    """When this process will run vLLM tests, their worker starts at its first test: the engine's
+    ~30-60 s start then overlaps the tests run before the first that uses it. Under xdist's loadgroup
+    (`make test`) every vLLM test is in one group (tests/marks.py), handed out first as the largest unit:
+    only the worker whose first test is in it starts an engine (each worker collects every test)."""
+    if request.config.stash.get(_FIRST_TEST_SEEN, False):
+        return
+    request.config.stash[_FIRST_TEST_SEEN] = True
+    runs_vllm_tests = "PYTEST_XDIST_WORKER" not in os.environ or request.node.get_closest_marker("vllm")
+    if runs_vllm_tests and any("vllm_worker" in item.fixturenames for item in request.session.items):
         request.getfixturevalue("_vllm_worker_launched")
 
 

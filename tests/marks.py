@@ -35,7 +35,16 @@ def add_needs(items: list[pytest.Item]) -> None:
                 needs.update(marks)
         for mark in sorted(needs - {m.name for m in item.iter_markers()}):
             item.add_marker(mark)
+        # `pytest -n 2 --dist loadgroup` (make test, tests/conftest.py runs this first): the real
+        # engines start on one worker only, the other runs the rest meanwhile; a module that starts
+        # processes of its own for all its tests runs on one worker, which starts them once.
         if item.get_closest_marker("vllm"):
-            # `pytest -n 2 --dist loadgroup` (make test): the real engines start on one worker
-            # only; the other runs the rest meanwhile.
             item.add_marker(pytest.mark.xdist_group("vllm"))
+        elif item.get_closest_marker("live") and _has_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _has_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture (for a live test: processes or rows its module shares)."""
+    defs = getattr(item, "_fixtureinfo", None)
+    return defs is not None and any(d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds)
