@@ -9,22 +9,30 @@ entry (the stop), and the steered run's first token entry. Then, in the same cha
 plain message is sent (its prefix is as warm: the same chat, one turn later) and its
 first token stamped the same way: the target is steer <= that TTFT + one engine step.
 
-    .venv/bin/python -m bench.steer [--engine fake|vllm] [--rounds 10]
+    .venv/bin/python -m bench.steer [--engine fake|vllm] [--rounds 10] [--stages]
+
+With --stages the web and the worker mark each stage (chatsite/stage_trace.py) and a second
+table splits send now -> the steered first token between them (bench/probes/steer_stages.py).
 """
 import argparse
+import os
 import socket
 import statistics
+import tempfile
 import time
 from datetime import date
+from pathlib import Path
 
 import httpx
 
 from bench import common, report
+from bench.probes import steer_stages
 from bench.platform_stack import Stack
 from chatsite import redis_keys  # key names only; no Django
 
 FAKE_STEP_SECONDS = 0.025  # 40 tokens a second, about vLLM's CPU build on the demo model
 OUT_MD = common.ROOT / "bench/out/steer.md"
+STAGES_MD = common.ROOT / "bench/out/steer_stages.md"
 
 
 def _ms(entry_id: str) -> float:
@@ -95,7 +103,8 @@ def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, 
     return {"steer_ms": (steer_first - t0) * 1000, "answer_ms": (answered - t0) * 1000,
             "stop_ms": (stopped - t0) * 1000, "asked_to_stop_ms": (stopped - asked) * 1000,
             "restart_ms": (steer_first - stopped) * 1000,
-            "plain_ttft_ms": (plain_first - t1) * 1000}
+            "plain_ttft_ms": (plain_first - t1) * 1000,
+            "ids": {"stopped": long_run["id"], "steered": steered, "t0": t0, "first_token_at": steer_first}}
 
 
 def summary(rows: list[dict], name: str) -> tuple[float, float]:
@@ -109,7 +118,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--long-tokens", type=int, default=400)
     ap.add_argument("--after-tokens", type=int, default=10, help="tokens of the long reply before send now")
+    ap.add_argument("--stages", action="store_true", help="mark each stage in the web and the worker")
     args = ap.parse_args()
+    trace = Path(tempfile.mkdtemp()) / "stages.txt"
+    if args.stages:
+        os.environ["CHATSITE_STAGE_TRACE"] = str(trace)  # the stack's processes inherit it
     env = {"CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": str(FAKE_STEP_SECONDS)} \
         if args.engine == "fake" else {}
     stack = Stack(db_name="bench_steer", **env)
@@ -124,7 +137,8 @@ def main() -> None:
             rows = []
             for i in range(args.rounds):
                 rows.append(one_round(stack, http, chat_id, args.long_tokens, args.after_tokens))
-                print(f"round {i + 1}: " + ", ".join(f"{k} {v:.0f}" for k, v in rows[-1].items()), flush=True)
+                print(f"round {i + 1}: " + ", ".join(f"{k} {v:.0f}" for k, v in rows[-1].items() if k != "ids"),
+                      flush=True)
     finally:
         stack.stop()
     step_ms = FAKE_STEP_SECONDS * 1000 if args.engine == "fake" else None
@@ -136,19 +150,27 @@ def main() -> None:
     verdict = (f"steer median {steer:.0f} ms against warm TTFT {plain:.0f} ms"
                + (f" + one step {step_ms:.0f} ms = {budget:.0f} ms: {'met' if steer <= budget else 'missed'}"
                   if step_ms else " (vLLM: its step time is in the stop figure)"))
-    command = f".venv/bin/python -m bench.steer --engine {args.engine} --rounds {args.rounds}"
+    command = f".venv/bin/python -m bench.steer --engine {args.engine} --rounds {args.rounds}" \
+        + (" --stages" if args.stages else "")
+    stamp = (f"`{command}` ({date.today().isoformat()}, load {common.loadavg():.1f} on {socket.gethostname()}; "
+             f"engine {args.engine}" + (f", {step_ms:.0f} ms a step" if step_ms else "") + ")\n\n")
+    print(table)
+    print(verdict)
+    if args.stages:  # the marks cost a little: these rounds' figures are not steer.md's
+        stages = steer_stages.table(trace, [row["ids"] for row in rows])
+        print("\nSend now -> the steered run's first token, stage by stage (chatsite/stage_trace.py)")
+        print(stages)
+        STAGES_MD.write_text(
+            "# Send now, stage by stage (issue 43 section 1)\n\n" + stamp + steer_stages.__doc__.split("\n\n")[1]
+            + "\n\n```\n" + stages + "\n```\n\n" + table + f"\n\n{verdict}\n")
+        return
     OUT_MD.write_text(
-        f"# Send now: to the steered run's first token (issue 43 section 1)\n\n`{command}` "
-        f"({date.today().isoformat()}, load {common.loadavg():.1f} on {socket.gethostname()}; engine {args.engine}"
-        + (f", {step_ms:.0f} ms a step" if step_ms else "") + ")\n\n"
+        "# Send now: to the steered run's first token (issue 43 section 1)\n\n" + stamp +
         "From POST .../send-now (t0): *answer_ms* its 202; *stop_ms* the stopped reply's terminal entry "
         "(*asked_to_stop_ms*: from the stop's ask in Redis, the worker's part); "
         "*restart_ms* from that to the steered run's first token entry; *steer_ms* t0 to that first token; "
         "*plain_ttft_ms* a plain message's post to its first token in the same chat right after (warm prefix). "
         "Stamps: Redis stream entry ids.\n\n" + table + f"\n\n{verdict}\n")
-    print(table)
-    print(verdict)
-
 
 if __name__ == "__main__":
     main()

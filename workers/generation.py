@@ -260,6 +260,7 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
             stage_trace.mark("worker.submitted", run.pk)
             connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
+        stage_trace.mark("worker.ended", run.pk)
     finally:
         rt.writer.unregister(active)
     if active.outcome == stream_writer.HANDED_BACK:

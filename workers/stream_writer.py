@@ -252,9 +252,12 @@ class StreamWriter:
             elif ended.get(run.run_id) == HANDED_BACK:  # the engine aborted it: the run goes on elsewhere
                 self._stop([run.request_id], HANDED_BACK)
             elif run.run_id in ended:
+                if run.cancel_requested:
+                    stage_trace.mark("writer.stop_written", run.run_id)
                 self._settle(run, ended[run.run_id])  # 4) wake the task whose run ended
             elif answer == CANCEL_ASKED and not run.cancel_requested:
                 run.cancel_requested = True
+                stage_trace.mark("writer.cancel_seen", run.run_id)
                 self._abort(run.request_id)
 
     def _terminal(self, run: ActiveRun, last: StepDelta) -> tuple[str, dict | None]:

@@ -1,7 +1,7 @@
 """Stage marks (chatsite/stage_trace.py) and how bench.probes.stages reads them: off by default,
 written in batches and at flush when on, and an untagged mark belongs to the next tagged
 one of its own process."""
-from bench.probes import stages
+from bench.probes import stages, steer_stages
 from chatsite import stage_trace
 
 
@@ -65,3 +65,28 @@ def test_the_table_splits_a_runs_time_to_its_first_token(tmp_path):
     assert rows["writer.first_written -> client.first_token"][0] == "3.0"
     assert rows["web.saved -> web.committed"][2] == "0.1"  # one thread's CPU between its two marks
     assert rows["client.post -> web.request"][2] == "-"  # two clocks: no CPU figure
+
+
+def test_a_send_nows_round_joins_the_stopped_and_the_steered_runs_marks(tmp_path):
+    path = tmp_path / "stages.txt"
+    path.write_text("".join([
+        _line(0.500, 10, "web.saved", 4),  # the stopped run's own admission: not this round's
+        _line(1.002, 10, "web.send_now_saved", 4),
+        _line(1.003, 10, "web.stop_asked", 4),
+        _line(1.020, 20, "finalize.saved", 4),
+        _line(0.900, 20, "queue.advance"),  # before the send now: another round's
+        _line(1.021, 20, "queue.advance"),
+        _line(1.030, 20, "web.saved", 5),
+        _line(1.040, 20, "worker.leased", 5),
+        _line(1.070, 20, "engine.first_output", 5),
+    ]))
+    tagged, untagged = steer_stages._read(path)
+    marks = steer_stages.round_marks(tagged, untagged, {"stopped": 4, "steered": 5, "t0": 1.000,
+                                                        "first_token_at": 1.071})
+    assert marks["web.stop_asked"] == 1.003 and marks["finalize.saved"] == 1.020
+    assert marks["queue.advance"] == 1.021 and marks["web.saved"] == 1.030  # the steered run's admission
+    assert "worker.received" not in marks and marks["stream.first_token"] == 1.071
+    text = steer_stages.table(path, [{"stopped": 4, "steered": 5, "t0": 1.000, "first_token_at": 1.071}])
+    rows = {cells[1].strip(): cells[2].strip() for cells in (line.split("|") for line in text.splitlines()[3:])}
+    assert rows["finalize.saved -> queue.advance"] == "1.0"
+    assert rows["client.send_now -> stream.first_token"] == "71.0"

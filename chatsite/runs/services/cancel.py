@@ -1,4 +1,5 @@
 """Cancel: the Stop button. Closing a tab is not a cancel."""
+from chatsite import stage_trace
 from chatsite.runs import fair_queue
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.claim import run_claim, run_release
@@ -13,6 +14,7 @@ def run_cancel(*, run: GenerationRun) -> GenerationRun:
     if run.is_terminal:
         return run
     log.cancel_ask(run.pk)
+    stage_trace.mark("web.stop_asked", run.pk)
     claim = run_claim(run_id=run.pk, worker="canceller")
     if claim is not None:  # nobody is generating it: end it ourselves
         try:

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from chatsite import stage_trace
 from chatsite.counters import observe_latencies
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store import finalize as store
@@ -60,6 +61,7 @@ def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -
             raise GenerationRun.DoesNotExist(f"no run {run_id}")
         return run
     run = finished.run
+    stage_trace.mark("finalize.saved", run_id)
     observe_latencies(finished.pool_name, {"ttft": run.ttft_ms, "itl": run.itl_ms})
     if finished.queue_waiting:  # every ending (completed, stopped, failed, swept) passes here once
         chat_id = run.chat_id

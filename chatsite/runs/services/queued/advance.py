@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Exists, Min, OuterRef
 from django.utils import timezone
 
+from chatsite import stage_trace
 from chatsite.chats.models import QueuedMessage
 from chatsite.errors import ModelUnavailable, NotFound, Overloaded, RateLimited, ServiceError
 from chatsite.runs.admission import ReplyInProgress, run_admit
@@ -37,6 +38,7 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
     tried; a refusal that passes within PASSING_SECONDS leaves it queued, the reason in its
     `error`, for the sweep to try again from its `not_before`. Returns the message started,
     if any."""
+    stage_trace.mark("queue.advance")
     while True:
         with transaction.atomic():
             try:

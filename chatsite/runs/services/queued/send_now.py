@@ -3,6 +3,7 @@
 from django.db import transaction
 from django.db.models import Min
 
+from chatsite import stage_trace
 from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import chat_get
 from chatsite.runs.models import GenerationRun
@@ -29,6 +30,7 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
         item.save(update_fields=["position", "interrupted_run", "updated_at"])
         changed(chat, interrupted=active.pk if active is not None else None)  # its windows label its end
     if active is not None:
+        stage_trace.mark("web.send_now_saved", active.pk)
         run_cancel(run=active)  # its end (here, or on its worker at the next step) starts the queue
     else:
         queue_advance(chat_id=chat.pk)

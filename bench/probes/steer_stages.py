@@ -1,0 +1,67 @@
+"""A "send now"'s path from its POST to the steered run's first token, stage by stage, from
+chatsite.stage_trace's marks (bench.steer --stages sets CHATSITE_STAGE_TRACE for the web and
+the worker; this reads the file after they exit).
+
+A round names two runs: the one stopped (its marks up to its finalize) and the one steered
+to (its admission, dispatch, claim and first token). A mark with no run id (the request's
+arrival, Celery's receipt, the task's start, the queue's advance) is the last of its name
+between the send now and the round's next tagged stage (rounds run one at a time).
+"""
+from collections import defaultdict
+from pathlib import Path
+
+from bench import common, report
+
+# (stage, whose run id tags it: "stopped", "steered" or None for an untagged mark)
+STAGES = (("client.send_now", "client"), ("web.request", None), ("web.send_now_saved", "stopped"),
+          ("web.stop_asked", "stopped"), ("writer.cancel_seen", "stopped"), ("writer.stop_written", "stopped"),
+          ("worker.ended", "stopped"), ("finalize.saved", "stopped"), ("queue.advance", None),
+          ("web.saved", "steered"), ("web.committed", "steered"), ("web.dispatched", "steered"),
+          ("worker.received", None), ("worker.task", None), ("worker.leased", "steered"),
+          ("worker.claimed", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
+          ("writer.first_written", "steered"), ("stream.first_token", "client"))
+
+
+def _read(path: Path) -> tuple[dict, dict]:
+    """(run id -> stage -> first epoch s, stage -> sorted epoch s of its untagged marks)"""
+    tagged: dict[int, dict[str, float]] = defaultdict(dict)
+    untagged: dict[str, list[float]] = defaultdict(list)
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        t, _pid, _thread, stage, run, _cpu = line.split()
+        if run == "-":
+            untagged[stage].append(float(t))
+        else:
+            tagged[int(run)].setdefault(stage, float(t))
+    return tagged, {k: sorted(v) for k, v in untagged.items()}
+
+
+def round_marks(tagged: dict, untagged: dict, row: dict) -> dict[str, float]:
+    """One round's stages. `row`: bench.steer's (stopped, steered, t0, first token epoch s)."""
+    marks = {"client.send_now": row["t0"], "stream.first_token": row["first_token_at"]}
+    for stage, whose in STAGES:
+        if whose in ("stopped", "steered") and stage in tagged.get(row[whose], {}):
+            marks[stage] = tagged[row[whose]][stage]
+    for i, (stage, whose) in enumerate(STAGES):
+        if whose is not None:
+            continue
+        before = next((marks[s] for s, _ in STAGES[i + 1:] if s in marks), None)
+        inside = [t for t in untagged.get(stage, ()) if row["t0"] <= t and (before is None or t <= before)]
+        if inside:
+            marks[stage] = inside[-1]
+    return marks
+
+
+def table(path: Path, rows: list[dict]) -> str:
+    """Per step between two stages that every round has: wall ms p50 and p90."""
+    tagged, untagged = _read(path)
+    rounds = [round_marks(tagged, untagged, row) for row in rows]
+    names = [s for s, _ in STAGES if all(s in m for m in rounds)]
+    out = []
+    for a, b in zip(names, names[1:]):
+        wall = [1000 * (m[b] - m[a]) for m in rounds]
+        out.append([f"{a} -> {b}", common.pct(wall, 50), common.pct(wall, 90)])
+    total = [1000 * (m[names[-1]] - m[names[0]]) for m in rounds]
+    out.append([f"{names[0]} -> {names[-1]}", common.pct(total, 50), common.pct(total, 90)])
+    return f"{len(rounds)} rounds\n" + report.table(["step", "wall p50 ms", "p90"], out)
