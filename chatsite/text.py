@@ -1,13 +1,17 @@
 """Text a client sends (a message, a title, a name): the one check, for every app."""
+import re
+
 from chatsite.errors import InvalidInput
 
 MAX_SYSTEM_PROMPT_CHARS = 8000  # a chat's system prompt, and the default instructions a new chat starts with
+# One regex scan in C, where a generator over each character ran Python for every one of a message's characters.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def has_surrogates(value: str) -> bool:
     """Whether `value` holds a lone UTF-16 surrogate (a JSON "\\ud800" escape): not
     text, and refused by Postgres."""
-    return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    return _SURROGATE.search(value) is not None
 
 
 def clean_text(value, *, field: str, max_chars: int, allow_empty: bool = False) -> str:
