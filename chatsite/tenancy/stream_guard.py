@@ -29,8 +29,8 @@ import asyncio
 import contextlib
 import logging
 import math
+import secrets
 import time
-import uuid
 import weakref
 
 from django.conf import settings
@@ -133,7 +133,7 @@ class StreamGuard:
     def admit_sync(cls, grant: Grant) -> "StreamGuard | None":
         """admit(), from a request's thread (sync Redis): the slot taken before the request
         admits its run, so a refused stream admits nothing."""
-        guard = cls(grant, uuid.uuid4().hex)
+        guard = cls(grant, secrets.token_hex(16))  # a uuid4 object costs twice the time for 32 hex digits
         status, *markers = guard._call_sync(_cap(grant))
         if status == -1:
             raise _too_many(grant)
@@ -166,7 +166,7 @@ class StreamGuard:
     async def admit(cls, grant: Grant) -> "StreamGuard | None":
         """A guard holding a slot for this stream; None when the grant was revoked.
         Raises TooManyStreams (429) when the user has SSE_MAX_STREAMS_PER_USER open."""
-        guard = cls(grant, uuid.uuid4().hex)
+        guard = cls(grant, secrets.token_hex(16))
         call = asyncio.ensure_future(guard._call(_cap(grant)))
         try:
             status, *markers = await asyncio.shield(call)
