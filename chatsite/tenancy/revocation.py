@@ -147,16 +147,16 @@ def revocations_reload() -> int:
 
 def grant_revoked(grant: Grant) -> str | None:
     """The kind of the first principal whose ending cuts `grant` off, as Postgres records
-    it (the durable rows the markers cache, by the rule `is_revoked` applies to them), or
+    it (the durable rows the markers cache, judged by `is_revoked`, the markers' rule), or
     None: for a grant kept past its request (a queued message's, checked when its turn
     comes, in the transaction that admits it). One statement. Rows older than
     REVOCATION_TTL_SECONDS are pruned: the caller refuses an `expired` grant itself."""
     named = Q()
     for kind, ident in grant.principals():
         named |= Q(kind=kind, ident=ident)
-    cutoff = datetime.fromtimestamp(grant.since - CLOCK_SKEW_SECONDS, tz=dt_timezone.utc)
-    return (Revocation.objects.filter(named).filter(Q(permanent=True) | Q(revoked_at__gte=cutoff))
-            .order_by("revoked_at").values_list("kind", flat=True).first())
+    rows = Revocation.objects.filter(named).order_by("revoked_at").values_list("kind", "revoked_at", "permanent")
+    return next((kind for kind, at, permanent in rows if is_revoked(_value(permanent, at.timestamp()), grant.since)),
+                None)
 
 
 def is_revoked(value: str | None, since: float) -> bool:
