@@ -50,9 +50,9 @@ def queued_add(*, ask: Ask, counted: bool = False) -> QueuedMessage | Admitted:
         return run_admit(ask)  # it made its run already (admitted, or queued and started): the door replays it
     plan = plan_turn(ask)  # 400/404 now, not when its turn comes
     chat = plan.chat
-    if key and (earlier := queued_earlier(ask, key, asked)) is not None:
-        return earlier
     if not counted:
+        if key and (earlier := queued_earlier(ask, key, asked)) is not None:  # a repeat costs no rate count
+            return earlier
         run_count_rate(ask)
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
