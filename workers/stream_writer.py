@@ -34,13 +34,6 @@ COALESCE_BUSY_RUNS = settings.CHATSITE["COALESCE_BUSY_RUNS"]
 REDIS_RETRY_SECONDS = 60.0
 
 
-def _stops_a_run(deltas: list[StepDelta]) -> bool:
-    """A stopped run's end is never held back either: someone waits on it (the Stop button,
-    a "send now" whose message starts then, a drain handing the run over), and nothing of
-    that run comes after it. Stops are rare: the window still gathers every other step."""
-    return any(d.finished and d.finish_reason == "abort" for d in deltas)
-
-
 def coalesce_window(runs: int, light: float = COALESCE_SECONDS, busy: float = COALESCE_BUSY_SECONDS,
                     busy_runs: int = COALESCE_BUSY_RUNS) -> float:
     """Seconds of steps gathered into one entry while `runs` runs stream: `light` for one
@@ -104,6 +97,7 @@ class StreamWriter:
         self._abort = abort  # callable(request_id): aborts in the engine
         self._runs: dict[str, ActiveRun] = {}
         self._awaiting_first: set[str] = set()  # runs with no token written yet (their first is never held)
+        self._stopping: set[str] = set()  # runs aborted here for a stop (their end is never held either)
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[list[StepDelta]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="stream-writer", daemon=True)
@@ -120,6 +114,7 @@ class StreamWriter:
         with self._lock:
             self._runs.pop(run.request_id, None)
             self._awaiting_first.discard(run.request_id)
+            self._stopping.discard(run.request_id)
 
     def hand_back(self, request_ids) -> None:
         """Stop these runs without a terminal entry; another attempt will continue them."""
@@ -176,7 +171,7 @@ class StreamWriter:
                 deltas = self._queue.get(timeout=IDLE_POLL_SECONDS)
             except queue.Empty:
                 deltas = []
-            if deltas and not self._has_first_token(deltas) and not _stops_a_run(deltas):
+            if deltas and not self._has_first_token(deltas) and not self._stops_a_run(deltas):
                 window = self.window()
                 if window > 0:
                     time.sleep(window)  # a run's first token is never held back: it is the TTFT
@@ -194,6 +189,13 @@ class StreamWriter:
         """Costs nothing once every active run has streamed (the set is empty)."""
         waiting = self._awaiting_first
         return bool(waiting) and any(d.num_tokens and d.request_id in waiting for d in deltas)
+
+    def _stops_a_run(self, deltas: list[StepDelta]) -> bool:
+        """A stopped run's end is never held back either: someone waits on it (the Stop button,
+        a "send now" whose message starts then), and nothing of that run comes after it.
+        Costs nothing while no stop is under way (the set is empty)."""
+        stopping = self._stopping
+        return bool(stopping) and any(d.finished and d.request_id in stopping for d in deltas)
 
     def _write(self, deltas: list[StepDelta]) -> None:
         with self._lock:
@@ -258,6 +260,7 @@ class StreamWriter:
             elif answer == CANCEL_ASKED and not run.cancel_requested:
                 run.cancel_requested = True
                 stage_trace.mark("writer.cancel_seen", run.run_id)
+                self._stopping.add(run.request_id)
                 self._abort(run.request_id)
 
     def _terminal(self, run: ActiveRun, last: StepDelta) -> tuple[str, dict | None]:
