@@ -106,7 +106,7 @@ async def _measure(spec: EngineSpec, prompts, heldout_text: str, max_tokens: int
         shut_down(engine)
     return Measurement(completions=[list(o.outputs[0].token_ids) for o in outs],
                        texts=[o.outputs[0].text for o in outs], heldout_nll=nll, heldout_tokens=count,
-                       draft_tokens=counters._draft_tokens, accepted_tokens=counters._accepted_tokens,
+                       draft_tokens=counters.draft_tokens, accepted_tokens=counters.accepted_tokens,
                        seconds=seconds)
 
 

@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import random
+import struct
 
 from inference.fake_json import instance
 from inference.stream_interval import stream_interval
@@ -62,8 +63,20 @@ class CharTokenizer:
 
     def decode(self, ids):
         """Text of ids made by encode(); ids it did not make decode to nothing."""
+        head = ids[:-1]
+        if head and min(head) >= 3 << 24 and max(head) < 4 << 24:
+            # What encode() makes: 3-byte ids but the last. Packed as 4 big-endian bytes each (the first
+            # the length), the length bytes dropped: in C, where the loop below costs a benchmark's
+            # fake worker ~150 Python lines a prompt.
+            data = bytearray(struct.pack(f">{len(head)}I", *head))
+            del data[::4]
+            return (bytes(data) + self._bytes(ids[-1:])).decode(errors="replace")
+        return self._bytes(ids).decode(errors="replace")
+
+    @staticmethod
+    def _bytes(ids) -> bytes:
         return b"".join((i & 0xFFFFFF).to_bytes(i >> 24, "big") for i in ids
-                        if 1 <= i >> 24 <= 3 and (i & 0xFFFFFF) < 1 << (8 * (i >> 24))).decode(errors="replace")
+                        if 1 <= i >> 24 <= 3 and (i & 0xFFFFFF) < 1 << (8 * (i >> 24)))
 
 
 _TOKENIZER = CharTokenizer()
@@ -71,9 +84,11 @@ _TOKENIZER = CharTokenizer()
 
 class _Active:
     __slots__ = ("words", "emit", "fail_at", "next", "prompt_tokens", "reason", "details", "interval", "sent",
-                 "cached")
+                 "cached", "output_ids")
 
-    def __init__(self, words, emit, fail_at, prompt_tokens, reason, details=None, interval=1, cached=0):
+    def __init__(self, words, emit, fail_at, prompt_tokens, reason, details=None, interval=1, cached=0,
+                 output_ids=()):
+        self.output_ids = output_ids  # the whole reply's ids as the fake tokenizer spells its text
         self.words, self.emit, self.fail_at, self.prompt_tokens, self.reason = words, emit, fail_at, prompt_tokens, reason
         self.details = details  # a detailed request's: (logprobs or None, token ids or None, prompt logprobs or None)
         self.interval = interval  # steps per output (vLLM's stream_interval)
@@ -109,8 +124,11 @@ def _hand_out(req: _Active, finish_reason: str | None) -> None:
     start, req.sent = req.sent, req.next
     text, n, last = "".join(req.words[start:req.next]), req.next - start, finish_reason is not None
     cached = req.cached if last else 0
-    # The reply's ids as the fake tokenizer spells its text: what the record of a reply keeps.
-    output = tuple(_TOKENIZER.encode("".join(req.words))) if finish_reason in ("stop", "length") else ()
+    # The reply's ids: what the record of a reply keeps (a stopped one's: the ids of what it wrote).
+    if finish_reason in ("stop", "length"):
+        output = req.output_ids
+    else:
+        output = _TOKENIZER.encode("".join(req.words[:req.next])) if finish_reason == "abort" else ()
     if req.details is None:
         req.emit(Chunk(text, n, last, finish_reason, req.prompt_tokens, None, cached, output))
         return
@@ -139,6 +157,7 @@ class FakeBackend:
         self._stepper: asyncio.Task | None = None
         self._generated = 0
         self._prefix_cache = PrefixCache()
+        self._decoded: tuple = (None, "")  # (the last prompt's ids object, its text): _prompt
 
     async def start(self) -> None:
         await asyncio.sleep(self.startup_seconds)
@@ -162,9 +181,17 @@ class FakeBackend:
                 written += whole[k] if k < len(whole) else ""
         return self._fresh_words(request)
 
+    def _prompt(self, request: GenerationRequest) -> str:
+        """The prompt's text, decoded once per request (its ids are read three times per add:
+        the fake engine's own cost shows in a benchmark's worker figure)."""
+        ids = request.prompt_token_ids
+        if self._decoded[0] is not ids:
+            self._decoded = (ids, self.tokenizer.decode(ids))
+        return self._decoded[1]
+
     def _begun(self, request: GenerationRequest) -> tuple[list[int], str] | None:
         """(the prompt's ids up to the assistant's turn, the text after it), or None."""
-        prompt = self.tokenizer.decode(request.prompt_token_ids)
+        prompt = self._prompt(request)
         start = prompt.rfind(ASSISTANT_OPEN)
         if start < 0 or start + len(ASSISTANT_OPEN) == len(prompt):
             return None
@@ -190,7 +217,7 @@ class FakeBackend:
             return json.dumps({"answer": rng.choice(_WORDS)})
         if request.guide is not None and request.guide[0] == "choice":
             return rng.choice(json.loads(request.guide[1]))
-        prompt = self.tokenizer.decode(request.prompt_token_ids)
+        prompt = self._prompt(request)
         if not prompt.startswith(TOOLS_OPEN) or prompt.rfind("<|tool|>") > prompt.rfind("<|user|>"):
             return None  # no tools offered, or a tool's result to answer: words
         tools = json.loads(prompt[len(TOOLS_OPEN):prompt.index("<|end|>")])
@@ -205,15 +232,17 @@ class FakeBackend:
         if not words:  # earlier attempts wrote the whole reply: it ends here, as the model's end of text ends it
             emit(Chunk("", 0, True, "stop", len(request.prompt_token_ids)))
             return
-        fail_at = len(words) // 2 if FAIL_MARKER in self.tokenizer.decode(request.prompt_token_ids) else -1
+        fail_at = len(words) // 2 if FAIL_MARKER in self._prompt(request) else -1
         reason = "length" if len(words) == request.max_tokens else "stop"
         window = self.output_window() if callable(self.output_window) else self.output_window
+        output_ids = self.tokenizer.encode("".join(words))
         self._active[request.request_id] = _Active(words, emit, fail_at, len(request.prompt_token_ids), reason,
                                                    self._details(request, words),
                                                    stream_interval(window, self.step_seconds),
-                                                   self._prefix_cache.hits(request.prompt_token_ids))
+                                                   self._prefix_cache.hits(request.prompt_token_ids),
+                                                   tuple(output_ids))
         # The reply is known from the start: its blocks are cached as the engine's would be once computed.
-        self._prefix_cache.remember(list(request.prompt_token_ids) + self.tokenizer.encode("".join(words)))
+        self._prefix_cache.remember(list(request.prompt_token_ids) + output_ids)
         if self._stepper is None or self._stepper.done():
             self._stepper = asyncio.get_running_loop().create_task(self._steps())
 

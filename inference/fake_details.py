@@ -5,6 +5,7 @@ requests before it), so platform tests can check what reaches the client."""
 import hashlib
 import math
 import random
+from array import array
 from collections import OrderedDict
 
 from inference.types import GenerationRequest, PromptLogprob, TokenLogprob
@@ -72,9 +73,13 @@ class PrefixCache:
 
     @staticmethod
     def _hashes(token_ids: list[int]) -> list[bytes]:
-        digest, hashes = hashlib.sha256(), []
-        for start in range(0, len(token_ids) - len(token_ids) % BLOCK_TOKENS, BLOCK_TOKENS):
-            digest.update(repr(token_ids[start:start + BLOCK_TOKENS]).encode())
+        """The running hash at each full block's end, over the ids packed as 8 bytes each (a
+        repr of every block made int-to-text conversions ~1% of a benchmark's fake worker)."""
+        full = len(token_ids) - len(token_ids) % BLOCK_TOKENS
+        data = memoryview(array("Q", token_ids[:full]).tobytes())
+        digest, hashes, step = hashlib.sha256(), [], BLOCK_TOKENS * 8
+        for start in range(0, len(data), step):
+            digest.update(data[start:start + step])
             hashes.append(digest.copy().digest())
         return hashes
 

@@ -1,13 +1,12 @@
-"""The one vLLM stat logger: it keeps the engine's latest figures on a sink object.
+"""The one vLLM stat logger: it keeps the engine's latest figures in an EngineCounters.
 
-vLLM calls `record` after every engine step in the front-end process. The sink
-(the worker's VllmBackend, the quality gate's counters, a benchmark's) gets:
-`_scheduler` (the latest SchedulerStats), running sums `_prefix_queries`,
-`_prefix_hits` and `_generated_tokens`, the most requests run in one step
-`_peak_running`, `_draft_tokens` / `_accepted_tokens`
-of speculative decoding, and `_step_seconds`, the time between two engine steps that
-produced output (a moving average; gaps over STEP_GAP_MAX_SECONDS, the engine idle,
-are left out). vLLM is imported when the logger class is made.
+vLLM calls `record` after every engine step in the front-end process. The counters
+(the worker's VllmBackend's, the quality gate's, a benchmark's) get: `scheduler` (the
+latest SchedulerStats), running sums `prefix_queries`, `prefix_hits` and
+`generated_tokens`, the most requests run in one step `peak_running`, `draft_tokens` /
+`accepted_tokens` of speculative decoding, and `step_seconds`, the time between two
+engine steps that produced output (a moving average; gaps over STEP_GAP_MAX_SECONDS, the
+engine idle, are left out). vLLM is imported when the logger class is made.
 
 vLLM's StatLoggerManager also adds its PrometheusStatLogger unless it is given one:
 its counters and histograms fill the process's default Prometheus registry, which
@@ -17,37 +16,37 @@ worker's GIL time in a profile at 64 streams; bench/probes/frontend_cpu.py measu
 `stat_loggers` gives it a stand-in that records nothing.
 """
 import time
+from dataclasses import dataclass
 
 # A longer gap between two steps with output is the engine idle, not its step time.
 STEP_GAP_MAX_SECONDS = 0.5
-STEP_AVERAGE_WEIGHT = 0.1  # of the newest gap in `_step_seconds`
+STEP_AVERAGE_WEIGHT = 0.1  # of the newest gap in `step_seconds`
 
 
+@dataclass
 class EngineCounters:
-    """A plain sink for callers without an object of their own."""
+    """What the recorder keeps of one engine's steps."""
+    scheduler: object = None  # the latest SchedulerStats
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    generated_tokens: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    peak_running: int = 0  # the most requests the scheduler ran in one step
+    step_seconds: float = 0.0
+    last_step_at: float = 0.0  # (monotonic)
 
-    def __init__(self):
-        self._scheduler = None
-        self._prefix_queries = self._prefix_hits = self._generated_tokens = 0
-        self._draft_tokens = self._accepted_tokens = self._peak_running = 0
-        self._step_seconds = self._last_step_at = 0.0
 
-
-def _add(sink, name: str, value: int) -> None:
-    setattr(sink, name, getattr(sink, name, 0) + value)
-
-
-def _step_done(sink) -> None:
-    """A step produced output: fold the time since the last one into `_step_seconds`."""
+def _step_done(sink: EngineCounters) -> None:
+    """A step produced output: fold the time since the last one into `step_seconds`."""
     now = time.monotonic()
-    gap = now - getattr(sink, "_last_step_at", 0.0)
-    sink._last_step_at = now
+    gap, sink.last_step_at = now - sink.last_step_at, now
     if gap <= STEP_GAP_MAX_SECONDS:
-        average = getattr(sink, "_step_seconds", 0.0)
-        sink._step_seconds = gap if not average else average + STEP_AVERAGE_WEIGHT * (gap - average)
+        average = sink.step_seconds
+        sink.step_seconds = gap if not average else average + STEP_AVERAGE_WEIGHT * (gap - average)
 
 
-def stat_loggers(sink) -> list:
+def stat_loggers(sink: EngineCounters) -> list:
     """AsyncLLM's stat_loggers for a platform engine: the recorder onto `sink`, and the
     stand-in that keeps vLLM's Prometheus logger out."""
     return [make_stats_logger(sink), no_prometheus_logger()]
@@ -77,7 +76,7 @@ def no_prometheus_logger():
     return _NoPrometheus
 
 
-def make_stats_logger(sink):
+def make_stats_logger(sink: EngineCounters):
     """A StatLoggerBase subclass recording onto `sink` (pass it in AsyncLLM's stat_loggers)."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
@@ -87,18 +86,18 @@ def make_stats_logger(sink):
 
         def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
             if scheduler_stats is not None:
-                sink._scheduler = scheduler_stats
-                sink._peak_running = max(getattr(sink, "_peak_running", 0), scheduler_stats.num_running_reqs)
+                sink.scheduler = scheduler_stats
+                sink.peak_running = max(sink.peak_running, scheduler_stats.num_running_reqs)
                 pcs = scheduler_stats.prefix_cache_stats
                 if pcs is not None and not pcs.reset:
-                    _add(sink, "_prefix_queries", pcs.queries)
-                    _add(sink, "_prefix_hits", pcs.hits)
-                spec = getattr(scheduler_stats, "spec_decoding_stats", None)
+                    sink.prefix_queries += pcs.queries
+                    sink.prefix_hits += pcs.hits
+                spec = getattr(scheduler_stats, "spec_decoding_stats", None)  # (absent in some vLLM releases)
                 if spec is not None:
-                    _add(sink, "_draft_tokens", spec.num_draft_tokens)
-                    _add(sink, "_accepted_tokens", spec.num_accepted_tokens)
+                    sink.draft_tokens += spec.num_draft_tokens
+                    sink.accepted_tokens += spec.num_accepted_tokens
             if iteration_stats is not None:
-                _add(sink, "_generated_tokens", iteration_stats.num_generation_tokens)
+                sink.generated_tokens += iteration_stats.num_generation_tokens
                 _step_done(sink)
 
         def log_engine_initialized(self):

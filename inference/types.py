@@ -115,7 +115,7 @@ class Chunk:
     num_prompt_tokens: int = 0
     error: str | None = None
     num_cached_tokens: int = 0
-    # On the last chunk of a request that finished (stop, length): every id it generated,
+    # On the last chunk of a request that finished (stop, length, abort): every id it generated,
     # so the reply's record keeps the ids the model produced (inference.token_prefix).
     output_token_ids: tuple[int, ...] = ()
     logprobs = None  # not a field: only a DetailChunk has them, so a plain chunk costs what it did

@@ -9,7 +9,7 @@ from inference.constraint_check import ConstraintCheck
 from inference.cpu_affinity import colocate_engine_core
 from inference.engine_lifetime import engine_dies_with_parent
 from inference.specs import EngineSpec
-from inference.stat_logger import stat_loggers
+from inference.stat_logger import EngineCounters, stat_loggers
 from inference.stream_interval import stream_interval
 from inference.types import (Chunk, DetailChunk, EngineStats, GenerationRequest, PromptLogprob, RequestRefused,
                              TokenLogprob)
@@ -133,13 +133,9 @@ class VllmBackend:
         self.spec = spec
         self.colocate = colocate_engine_core
         self.output_window = output_window  # seconds between two outputs of a request, about
-        self._step_seconds = self._last_step_at = 0.0  # kept by the stat logger
+        self.counters = EngineCounters()  # kept by the stat logger
         self.engine = None
         self.tokenizer = None
-        self._scheduler = None
-        self._prefix_queries = 0
-        self._prefix_hits = 0
-        self._generated_tokens = 0
         self._constraints: ConstraintCheck | None = None
 
     async def start(self) -> None:
@@ -152,7 +148,7 @@ class VllmBackend:
         engine_dies_with_parent()  # however this process dies, its engine does not stay behind
         args = self.spec.engine_args()
         args.scheduler_cls = SCHEDULER  # a constrained reply carried on keeps its grammar (inference.carried_grammar)
-        self.engine = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers(self))
+        self.engine = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers(self.counters))
         colocate_engine_core(enabled=self.colocate)
         # vLLM reads its settings from the environment on every access (in the front end,
         # for every request at every engine step); its engine core caches them once
@@ -171,7 +167,7 @@ class VllmBackend:
 
         window = self.output_window() if callable(self.output_window) else self.output_window
         try:
-            params = sampling_params(request, stream_interval(window, self._step_seconds))
+            params = sampling_params(request, stream_interval(window, self.counters.step_seconds))
         except (VLLMClientError, ValueError, TypeError) as exc:
             raise RequestRefused(str(exc)) from exc
         prompt_len = len(request.prompt_token_ids)
@@ -190,7 +186,7 @@ class VllmBackend:
                 return
             cached = (output.num_cached_tokens or 0) if finished else 0
             generated.extend(completion.token_ids)
-            ids = tuple(generated) if finished and reason in ("stop", "length") else ()
+            ids = tuple(generated) if finished and reason in ("stop", "length", "abort") else ()
             if not detailed:
                 emit(Chunk(completion.text, len(completion.token_ids), finished, reason, prompt_len, None, cached,
                            ids))
@@ -221,14 +217,14 @@ class VllmBackend:
         return self._constraints.problem(json_schema, budget_seconds=budget_seconds)
 
     def stats(self) -> EngineStats:
-        s = self._scheduler
+        s, counters = self.counters.scheduler, self.counters
         return EngineStats(
             running=s.num_running_reqs if s else 0,
             waiting=s.num_waiting_reqs if s else 0,
             kv_cache_usage=s.kv_cache_usage if s else 0.0,
-            prefix_cache_queries=self._prefix_queries,
-            prefix_cache_hits=self._prefix_hits,
-            generated_tokens=self._generated_tokens,
+            prefix_cache_queries=counters.prefix_queries,
+            prefix_cache_hits=counters.prefix_hits,
+            generated_tokens=counters.generated_tokens,
         )
 
     async def shutdown(self) -> None:

@@ -12,6 +12,8 @@ from chatsite.runs.dispatch import run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
+from chatsite.runs.services.sweep import run_reconverge
+from chatsite.runs.store.tokens import Kept
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
 from inference.types import SAMPLING_DEFAULTS, GenerationRequest
@@ -76,6 +78,8 @@ def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
         # Only now that our lease is gone can another worker claim it; the router
         # sends it to the pool queue (and the fair queue) since this worker is draining.
         run_dispatch(run)
+    elif outcome == stream_writer.SUPERSEDED:  # our lease given up above: does another attempt hold the run?
+        _reconverge(run_id)
     return outcome
 
 
@@ -103,10 +107,11 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
     )
 
 
-def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: str):
+def _prompt(rt: Runtime, run: GenerationRun, kept: Kept, *, max_prompt_tokens: int, so_far: str):
     """The run's prompt plan: its snapshot through the chat template (a continued reply
     carries on from its text), or a text completion's prompt as it is; then `so_far`,
-    what earlier attempts streamed. Raises PromptTooLong."""
+    what earlier attempts streamed; `kept`: the ids the claim read for it to start with.
+    Raises PromptTooLong."""
     messages, prefix, s = run.prompt_snapshot, "", run.sampling
     if run.raw_prompt:
         return rt.host.build_raw_prompt(messages[-1]["content"], max_prompt_tokens=max_prompt_tokens,
@@ -117,9 +122,7 @@ def _prompt(rt: Runtime, run: GenerationRun, *, max_prompt_tokens: int, so_far: 
     if messages and messages[-1]["role"] == "assistant" and add_generation_prompt is not True:
         messages, prefix = messages[:-1], messages[-1]["content"]
     tools = (s.get("tools") or {}).get("definitions")  # an OpenAI request's functions
-    # The ids of the reply it builds on; a first turn (no reply among its messages) builds on none: no read.
-    builds_on = prefix or any(m["role"] == "assistant" for m in messages)
-    known = token_memory.known_for(run, continued=bool(prefix)) if builds_on else None
+    known = kept.builds_on(continued=bool(prefix))  # none for a first turn: no reply before its question
     return rt.host.build_prompt(messages, max_prompt_tokens=max_prompt_tokens, continuation=prefix, carried=so_far,
                                 tools=tools, add_generation_prompt=add_generation_prompt is not False, known=known)
 
@@ -188,14 +191,15 @@ def _carried_ids(rt: Runtime, run: GenerationRun, plan, so_far: str) -> tuple[in
     return ids if ids and rt.host.decode(list(ids)) == so_far else None
 
 
-def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tuple[dict, str] | _Ready:
+def _preflight(rt: Runtime, claim: Claim) -> tuple[dict, str] | _Ready:
     """Before the engine: the run's terminal entry and outcome when it ends here (a gap
     in what earlier attempts wrote, a cancel, a schema the engine cannot take, no tokens
     left, a prompt too long, a constrained reply whose text so far its grammar cannot be
     given, the budget spent), else what it goes to the engine with."""
+    run, reply = claim.run, claim.so_far  # what earlier attempts streamed
     if reply.gap is not None:
         return codec.error_fields(code=reply.gap.code, message=reply.gap.message), "failed"
-    if cancel_asked:
+    if claim.cancel_asked:
         return codec.done_fields(finish_reason="cancelled", prompt_tokens=0,
                                  completion_tokens=reply.completion_tokens), "cancelled"
     refused = _constraint_refused(rt, run)
@@ -206,7 +210,7 @@ def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tu
         return codec.done_fields(finish_reason="length", prompt_tokens=run.prompt_tokens,
                                  completion_tokens=reply.completion_tokens), "finalized"
     try:
-        plan = _prompt(rt, run, max_prompt_tokens=rt.pool.context_length - remaining, so_far=reply.text)
+        plan = _prompt(rt, run, claim.kept, max_prompt_tokens=rt.pool.context_length - remaining, so_far=reply.text)
     except PromptTooLong as exc:
         return codec.error_fields(code="context_length_exceeded", message=str(exc)), "failed"
     if plan.num_messages_dropped and run.source == GenerationRun.Source.OPENAI:
@@ -239,7 +243,7 @@ def _preflight(rt: Runtime, run: GenerationRun, reply, cancel_asked: bool) -> tu
 def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     run, lease_token = claim.run, claim.lease_token
     reply = claim.so_far  # what earlier attempts streamed
-    ready = _preflight(rt, run, reply, claim.cancel_asked)
+    ready = _preflight(rt, claim)
     if not isinstance(ready, _Ready):
         fields, outcome = ready
         with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
@@ -274,8 +278,20 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
         # The chat is pinned to this worker, whose engine now caches its prefix, and the
         # reply's kept ids are indexed as held here, in the finalize's read: the chat's next
         # turn can only come once this reply has ended. Its reply's token ids are kept with
-        # it: the next turn's prompt starts with them.
-        kept = token_memory.to_keep(rt.host, plan, active.output_ids)
+        # it: the next turn's prompt starts with them (a chat completion's are not: no turn follows).
+        kept = token_memory.to_keep(rt.host, plan, active.output_ids) if run.keeps_token_ids else None
         with_db_retry(run_finalize, run_id=run.pk, tokens=kept, also=lambda pipe: token_memory.held_here(
             pipe, worker=rt.worker_name, pool=rt.pool, run=run, plan=plan, kept=kept))
     return active.outcome
+
+
+def _reconverge(run_id: int) -> None:
+    """A run this worker stopped because its lease lapsed (paused, or cut off from Redis)
+    goes on at once if no other attempt took it meanwhile, not at the beat's next sweep
+    (the sweep's own rule: chatsite.runs.services.sweep.run_reconverge). A worker still cut
+    off cannot: the sweep does it later."""
+    try:
+        if run_reconverge(run_id=run_id) == "redispatched":
+            log.warning("run %s: no other attempt held it once this worker's lease had lapsed; sent again", run_id)
+    except Exception as exc:
+        log.warning("run %s: could not send it again (%s); the beat's sweep will", run_id, exc)

@@ -73,7 +73,7 @@ class ActiveRun:
     # A drain hands it over at once (a constrained reply may finish first: workers.drain).
     resumable: bool = True
     cancel_requested: bool = False
-    # Every id the engine generated, once it finished (stop, length): the reply's record.
+    # Every id the engine generated, once it finished (stop, length, or stopped): the reply's record.
     output_ids: tuple[int, ...] = ()
     outcome: str = ""
     done: threading.Event = field(default_factory=threading.Event)

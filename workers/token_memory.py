@@ -1,36 +1,21 @@
-"""Where the conversation's token ids meet: read from Postgres for a run's prompt, made
-from the engine's output for its reply's record (inference.token_prefix does the rest)."""
+"""Where the conversation's token ids meet: made from the engine's output for its reply's
+record, and held in the prefix index (inference.token_prefix does the rest; a run's prompt
+reads the ids it starts with in its claim: chatsite.runs.store.claim)."""
 import logging
-
-from django.db import DatabaseError
 
 from chatsite.runs import prefix_index
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_enabled, affinity_pin
-from chatsite.runs.store import tokens as store
 from inference.engine_config import block_size
 from inference.token_prefix import TokenRecord
 
 log = logging.getLogger(__name__)
 
 
-def known_for(run: GenerationRun, *, continued: bool) -> TokenRecord | None:
-    """The record of the reply `run` builds on (`continued`: the reply it carries on),
-    or None: none kept, or Postgres could not say (the prompt is then tokenized whole,
-    which is always right, only slower)."""
-    try:
-        return store.tokens_builds_on(asked_id=run.user_message_id, reply_id=run.assistant_message_id,
-                                      continued=continued)
-    except DatabaseError:
-        log.warning("run %s: could not read the stored token ids; tokenizing its prompt whole", run.pk,
-                    exc_info=True)
-        return None
-
-
 def to_keep(host, plan, output_ids) -> TokenRecord | None:
     """What the run's finalize keeps of its reply's ids: the prompt `plan` the engine was
-    sent and the `output_ids` it generated; None for a run with nothing to keep (no
-    output ids: it failed, was cancelled or handed back; a raw prompt)."""
+    sent and the `output_ids` it generated (a stopped run's: up to its stop); None for a run
+    with nothing to keep (no output ids: it failed or was handed back; a raw prompt)."""
     if not output_ids:
         return None
     return host.token_record(plan, list(output_ids))

@@ -46,6 +46,9 @@ class GenerationRun(models.Model):
     prompt_snapshot = models.JSONField(default=list, help_text="The messages the prompt is built from.")
     raw_prompt = models.BooleanField(default=False, help_text="The prompt is the user message's text as it is, "
                                      "without the chat template (text completions, /v1/completions).")
+    keeps_token_ids = models.BooleanField(default=True, help_text=(
+        "Its reply's token ids are kept for the next turn to start with (issue 43); false for a chat "
+        "completion: its chat is the call's own, and no later call builds on it."))
     # Who asked (the credential's owner): an Idempotency-Key is theirs, not the tenant's.
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
                               db_index=False)

@@ -42,8 +42,8 @@ def test_the_recorder_still_gets_every_step_and_the_stand_in_ignores_them():
     manager.log()
     manager.record_sleep_state(1, 0)
     manager.record_admission_rejection("queue full")
-    assert sink._scheduler is scheduler and sink._peak_running == 5
-    assert (sink._prefix_queries, sink._prefix_hits, sink._generated_tokens) == (80, 60, 14)
+    assert sink.scheduler is scheduler and sink.peak_running == 5
+    assert (sink.prefix_queries, sink.prefix_hits, sink.generated_tokens) == (80, 60, 14)
 
 
 def test_the_recorder_keeps_the_time_between_steps_and_leaves_idle_gaps_out(monkeypatch):
@@ -59,12 +59,12 @@ def test_the_recorder_keeps_the_time_between_steps_and_leaves_idle_gaps_out(monk
         manager.record(SchedulerStats(), IterationStats() if output else None)
 
     step(0)
-    assert sink._step_seconds == 0.0  # one step: no gap yet
+    assert sink.step_seconds == 0.0  # one step: no gap yet
     step(0.010)
-    assert sink._step_seconds == pytest.approx(0.010)
+    assert sink.step_seconds == pytest.approx(0.010)
     step(0.020)
-    assert sink._step_seconds == pytest.approx(0.011)  # a moving average: 0.9 * 10 ms + 0.1 * 20 ms
+    assert sink.step_seconds == pytest.approx(0.011)  # a moving average: 0.9 * 10 ms + 0.1 * 20 ms
     step(30.0)  # the engine sat idle: not a step time
-    assert sink._step_seconds == pytest.approx(0.011)
+    assert sink.step_seconds == pytest.approx(0.011)
     step(0.001, output=False)  # a step without output (vLLM passes no iteration stats)
-    assert sink._step_seconds == pytest.approx(0.011)
+    assert sink.step_seconds == pytest.approx(0.011)

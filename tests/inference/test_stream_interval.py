@@ -63,7 +63,7 @@ def _generate(tokenizer, step_seconds: float, tokens: list[int], abort_after: in
     from vllm.v1.engine import FinishReason
 
     backend = VllmBackend(spec=None, output_window=window)
-    backend.engine, backend.tokenizer, backend._step_seconds = _Engine(tokenizer), tokenizer, step_seconds
+    backend.engine, backend.tokenizer, backend.counters.step_seconds = _Engine(tokenizer), tokenizer, step_seconds
     chunks = []
     asyncio.run(backend.add(GenerationRequest("r1", [1, 2, 3], max_tokens=len(tokens), ignore_eos=True),
                             chunks.append))

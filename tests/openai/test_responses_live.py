@@ -13,6 +13,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec
 from tests.factories import PoolFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, wait_terminal, xadd_tokens
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +25,7 @@ CLOSING = ["response.output_text.done", "response.content_part.done", "response.
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     PoolFactory(name="small")
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(response_id: str) -> GenerationRun:
@@ -238,7 +239,7 @@ def test_another_tenants_response_is_not_found(client, live_url):
     from chatsite.tenancy.services import api_key_create
 
     _, secret = api_key_create(user=UserFactory(tenant=other_tenant), tenant=other_tenant, name="other")
-    other = openai.OpenAI(base_url=f"{live_url}/v1", api_key=secret, max_retries=0, timeout=30)
+    other = v1_client(live_url, secret, timeout=30)
     mine = client.responses.create(model="flagship", input="Hello?")
     _run(mine.id)
     for call in (lambda: other.responses.retrieve(mine.id), lambda: other.responses.cancel(mine.id),
@@ -255,3 +256,23 @@ def test_another_tenants_response_is_not_found(client, live_url):
     chat = client.chat.completions.create(model="flagship", messages=[{"role": "user", "content": "Hi"}])
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(chat.id.replace("chatcmpl-", "resp_"))
+
+
+def test_a_response_keeps_its_replys_token_ids_and_a_chat_completion_does_not(client):
+    """A response may be continued (previous_response_id): its reply's ids are kept for that
+    turn to start with. A chat completion's chat is the call's own, and the next call sends
+    its history again: nothing would read its ids, so none are kept."""
+    from chatsite.chats.models import MessageTokens
+
+    first = client.responses.create(model="flagship", input="What does a for loop do?", max_output_tokens=20)
+    response_run = _run(first.id)
+    assert MessageTokens.objects.filter(message_id=response_run.assistant_message_id).exists()
+    then = client.responses.create(model="flagship", input="And a while loop?", previous_response_id=first.id,
+                                   max_output_tokens=20)
+    continued = _run(then.id)
+    assert continued.chat_id == response_run.chat_id and continued.details["cached_tokens"] > 0
+    completion = client.chat.completions.create(model="flagship", max_tokens=20, messages=[
+        {"role": "user", "content": "What does a for loop do?"}])
+    completion_run = wait_terminal(int(completion.id.removeprefix("chatcmpl-")))
+    assert completion_run.status == "completed" and not completion_run.keeps_token_ids
+    assert not MessageTokens.objects.filter(message_id=completion_run.assistant_message_id).exists()

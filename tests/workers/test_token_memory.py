@@ -1,21 +1,18 @@
 """A chat's replies keep the token ids their engine held (the fake engine's worker): a
 next turn, a regenerate, an edit and a continue start their prompts with them, and the
 engine's prefix cache serves that prefix whole (but for its last partial block)."""
-from types import SimpleNamespace
+import time
 
 import pytest
-from django.utils import timezone
 
 from chatsite.chats.models import MessageTokens
 from chatsite.runs.admission import run_continue, run_regenerate, run_submit
-from chatsite.runs.store import claim, finalize
+from chatsite.runs.services.cancel import run_cancel
 from chatsite.runs.store.tokens import unpack
+from chatsite.runs.stream import log as stream_log
 from inference.fake_backend import CharTokenizer
 from inference.fake_details import BLOCK_TOKENS
-from inference.token_prefix import TokenRecord
 from tests.runs.helpers import wait_terminal
-from tests.runs.store.test_statements import _ending
-from workers import generation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,6 +52,21 @@ def test_turns_regenerates_edits_and_continues_start_with_the_kept_ids(fake_work
     builds_on(carried_on, kept(edited))
 
 
+def test_a_stopped_reply_keeps_the_ids_of_what_it_wrote_and_the_next_turn_builds_on_them(fake_workers, chat):
+    run = run_submit(chat=chat, content="Explain the loops.", max_tokens=400, ignore_eos=True)  # ~4 s
+    deadline = time.monotonic() + 30
+    while not stream_log.entries(run.pk) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # a few tokens in
+    run_cancel(run=run)
+    stopped = wait_terminal(run.pk)
+    assert stopped.status == "cancelled" and 0 < stopped.completion_tokens < 400
+    ids = kept(stopped)
+    written = stopped.assistant_message.content
+    assert written and CharTokenizer().decode(ids).endswith(written)  # the ids spell what was kept, to its stop
+    builds_on(wait_terminal(run_submit(chat=chat, content="And lists?", max_tokens=20).pk), ids)
+
+
 def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, chat):
     tokenizer = CharTokenizer()
     first = wait_terminal(run_submit(chat=chat, content="Explain the loops.", max_tokens=20).pk)
@@ -67,18 +79,3 @@ def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, 
     prompt = tokenizer.decode(prompt_ids)
     assert prompt.count("<|user|>") == 2 and first.assistant_message.content in prompt
     assert prompt_ids == tokenizer.encode(prompt)  # the whole prompt tokenized afresh
-
-
-def test_a_first_turn_reads_no_kept_ids_and_a_next_turn_reads_them(chat, django_assert_num_queries):
-    """A run's prompt asks Postgres for the ids of the reply it builds on only when its
-    messages hold a reply: a first turn (every /v1 call without history) builds on none."""
-    rt = SimpleNamespace(host=SimpleNamespace(build_prompt=lambda messages, **kwargs: kwargs["known"]))
-    first = run_submit(chat=chat, content="hello", max_tokens=5)
-    with django_assert_num_queries(0):
-        assert generation._prompt(rt, first, max_prompt_tokens=100, so_far="") is None
-    claim.run_take(run_id=first.pk, worker="w1", now=timezone.now())
-    finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=TokenRecord([5, 6], "d" * 32))
-    second = run_submit(chat=chat, content="again", max_tokens=5)
-    with django_assert_num_queries(1):
-        known = generation._prompt(rt, second, max_prompt_tokens=100, so_far="")
-    assert known is not None and known.token_ids == [5, 6]

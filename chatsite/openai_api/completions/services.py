@@ -71,6 +71,7 @@ def _ask(key: KeyRead, request: CompletionRequest, text: str | None, token_ids: 
     turn = Send(text, tool_call_id=request.tool_call_id, role=request.role, token_ids=token_ids)
     return Ask(caller=key_caller(key), where=where, turn=turn, source=GenerationRun.Source.OPENAI,
                sampling=request.sampling, choices=request.n, raw_prompt=request.raw_prompt, whole_history=True,
+               keeps_token_ids=False,  # a call's chat is its own: the next call sends its history again
                run_sampling=run_sampling, needs_tools=request.tools, idempotency_key=idempotency_key,
                digest_extra=request.digest)
 

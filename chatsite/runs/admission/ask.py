@@ -92,6 +92,7 @@ class Ask:
     choices: int = 1  # sibling replies, one run each (a /v1 call's n)
     raw_prompt: bool = False  # a text completion: the content as it is, no template, no history
     whole_history: bool = False  # refuse a turn whose earlier messages would not all fit (an OpenAI client's)
+    keeps_token_ids: bool = True  # keep the reply's token ids for a later turn (False: no turn will follow)
     system_prompt: object = UNSET  # the chat's system prompt from this turn on (None clears it)
     run_sampling: dict = field(default_factory=dict)  # more of the run's record (tools, their constraint)
     needs_tools: str | None = None  # the request's parameter that needs a chat template with tools
@@ -100,7 +101,8 @@ class Ask:
     digest_extra: object = None  # what else a repeat must send the same (a surface's own fields)
     also: object = None  # callable(Admitted), run in the admission's transaction: a surface's own rows
     # The chat's queue starting its first message: the one turn that may go before it; the
-    # tenant's rate counted it when it was queued.
+    # tenant's rate counted it when it was queued. Its caller (queue_advance) holds the chat's
+    # lock already, taken before the plan read the chat: the door does not take it again.
     from_queue: bool = False
 
 

@@ -124,6 +124,7 @@ def runs(plan: Plan, ask: Ask, asked: Message, replies: list[Message], reservati
         tenant=chat.tenant, chat=chat, owner=ask.caller.user, user_message=asked, assistant_message=message,
         pool=plan.pool, tier=ask.tier, source=ask.source, seed=seed, max_tokens=sampling.max_tokens,
         sampling=run_sampling, choice_index=i, prompt_snapshot=snapshot, raw_prompt=ask.raw_prompt,
+        keeps_token_ids=ask.keeps_token_ids,
         idempotency_key=ask.idempotency_key if i == 0 else "",  # the first choice holds the key
         request_digest=digest if i == 0 else "",
         reserved_tokens=reservation.reserved_tokens, budget_cap=reservation.budget_cap,

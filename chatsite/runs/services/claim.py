@@ -13,6 +13,7 @@ from django.utils import timezone
 from chatsite import stage_trace
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store.claim import run_take
+from chatsite.runs.store.tokens import Kept
 from chatsite.runs.stream import lease, log
 from chatsite.runs.stream.log import Reply
 
@@ -23,6 +24,7 @@ class Claim:
     lease_token: str
     so_far: Reply  # what earlier attempts streamed, read as the lease was taken
     cancel_asked: bool
+    kept: Kept  # the ids kept with the replies its prompt may start with, read with the claim
 
 
 def run_claim(*, run_id: int, worker: str) -> Claim | None:
@@ -34,14 +36,14 @@ def run_claim(*, run_id: int, worker: str) -> Claim | None:
     if token is None:
         return None
     try:
-        run = run_take(run_id=run_id, worker=worker, now=timezone.now())
+        taken = run_take(run_id=run_id, worker=worker, now=timezone.now())
     except BaseException:
         lease.release(run_id, token)
         raise
-    if run is None:  # finished, or no such run
+    if taken is None:  # finished, or no such run
         lease.release(run_id, token)
         return None
-    return Claim(run=run, lease_token=token, so_far=so_far, cancel_asked=cancel_asked)
+    return Claim(run=taken.run, lease_token=token, so_far=so_far, cancel_asked=cancel_asked, kept=taken.kept)
 
 
 def run_release(*, run_id: int, lease_token: str) -> None:

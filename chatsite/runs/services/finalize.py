@@ -41,9 +41,20 @@ def _ms_to_dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
 
 
+def run_finalize_if_ended(*, run_id: int) -> bool:
+    """Save a run whose stream has ended but whose worker has not saved it yet (the terminal
+    entry comes first: a client can act on a reply's end before it is saved); False, changing
+    nothing, while its stream goes on."""
+    if not log.has_ended(run_id):
+        return False
+    run_finalize(run_id=run_id)
+    return True
+
+
 def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -> GenerationRun | None:
     """Save the assistant message and the run's figures from the stream's text, and
-    `tokens` (the ids its engine held at the reply's end: its worker's) if it completed.
+    `tokens` (the ids its engine held at the reply's end: its worker's) if it completed or
+    was stopped, even when another finalize ended it first.
 
     Idempotent: a terminal run is returned unchanged. Returns None (and changes
     nothing) while the stream has no terminal entry yet. A stream with a gap in its

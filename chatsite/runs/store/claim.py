@@ -1,19 +1,45 @@
-"""The claim's compare-and-set: a run moves to `running` for a new attempt, once."""
+"""The claim's compare-and-set: a run moves to `running` for a new attempt, once; and, in
+the same round trip, the token ids its prompt may start with (chatsite.runs.store.tokens)."""
+from dataclasses import dataclass
 from datetime import datetime
 
+from chatsite.chats.models import Message, MessageTokens
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store.engine import Columns, fetch_one, prepared, sql_in
+from chatsite.runs.store.tokens import Kept, unpack
+from inference.token_prefix import TokenRecord
 
 _RUN = Columns(GenerationRun, "r")
-# One statement (one round trip): a terminal run is left alone.
+_TOKENS, _MESSAGES = MessageTokens._meta.db_table, Message._meta.db_table
+# One statement (one round trip): a terminal run is left alone. The ids kept with the two
+# replies a prompt can start with come along (each a lookup by key; none for a first turn):
+# the reply before the run's question (a next turn, a regenerate, an edit) and the reply
+# the run's own reply replaces (a continue). The worker knows which its prompt is.
 _CLAIM = prepared(
-    f'UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
+    f'WITH r AS (UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
     f'started_at = COALESCE(started_at, %s) WHERE id = %s AND status NOT IN {sql_in(GenerationRun.TERMINAL)} '
-    f'RETURNING {_RUN.sql}')
+    f'RETURNING {_RUN.sql}) '
+    f'SELECT {_RUN.sql}, b.token_ids, b.digest, c.token_ids, c.digest FROM r '
+    f'LEFT JOIN "{_TOKENS}" b ON b.message_id = (SELECT m.parent_id FROM "{_MESSAGES}" m '
+    f'WHERE m.id = r.user_message_id) '
+    f'LEFT JOIN "{_TOKENS}" c ON c.message_id = (SELECT m.id FROM "{_MESSAGES}" m '
+    f'WHERE m.replaced_by_id = r.assistant_message_id LIMIT 1)')
 
 
-def run_take(*, run_id: int, worker: str, now: datetime) -> GenerationRun | None:
-    """The run, now `running` under a new attempt by `worker`; None when it is terminal
-    or there is no such run."""
+@dataclass(frozen=True)
+class Taken:
+    run: GenerationRun  # as saved, `running` under its new attempt
+    kept: Kept  # the ids its prompt may start with
+
+
+def run_take(*, run_id: int, worker: str, now: datetime) -> Taken | None:
+    """The run, now `running` under a new attempt by `worker`, with the ids kept with the
+    replies its prompt may start with; None when it is terminal or there is no such run."""
     row = fetch_one(_CLAIM, [GenerationRun.Status.RUNNING, worker, now, run_id])
-    return None if row is None else _RUN.build(row)
+    if row is None:
+        return None
+    n = len(_RUN)
+    after_ids, after_digest, carried_ids, carried_digest = row[n:]
+    return Taken(_RUN.build(row[:n]), Kept(
+        after_question=None if after_ids is None else TokenRecord(unpack(after_ids), after_digest),
+        carried_on=None if carried_ids is None else TokenRecord(unpack(carried_ids), carried_digest)))

@@ -53,6 +53,7 @@ def _settle(run: str) -> str:
 
 
 _QUEUED = QueuedMessage._meta.db_table
+_KEEPS_TOKENS = (GenerationRun.Status.COMPLETED, GenerationRun.Status.CANCELLED)  # a stopped reply is kept as written
 # A stopped run whose stop a queued message's "send now" asked for ends "interrupted".
 _REASON = (f"CASE WHEN %(finish_reason)s::text = 'cancelled' AND EXISTS (SELECT 1 FROM \"{_QUEUED}\" i "
            f"WHERE i.interrupted_run_id = r.id) THEN 'interrupted' ELSE %(finish_reason)s END")
@@ -89,10 +90,12 @@ _FINISH = prepared(
     f'reply AS (UPDATE "{Message._meta.db_table}" m SET content = m.content || %(text)s, '
     f'token_count = m.token_count + %(completion_tokens)s FROM r WHERE m.id = r.assistant_message_id), '
     f'settled AS ({_settle("r")}), '
-    # A completed reply's token ids, when its worker has them (the next turn starts with them).
+    # A completed or stopped reply's token ids, when its worker has them (the next turn starts with
+    # them): kept whether this finalize ends the run or a web process's came first (a /v1 call that
+    # waits for its whole reply finalizes it as soon as the stream ends).
     f'kept AS (INSERT INTO "{MessageTokens._meta.db_table}" (message_id, token_ids, digest) '
-    f'SELECT r.assistant_message_id, %(token_ids)s::bytea, %(token_digest)s FROM r '
-    f"WHERE %(token_ids)s::bytea IS NOT NULL AND %(status)s = '{GenerationRun.Status.COMPLETED.value}' "
+    f'SELECT k.assistant_message_id, %(token_ids)s::bytea, %(token_digest)s FROM "{_RUNS}" k '
+    f"WHERE k.id = %(run_id)s AND %(token_ids)s::bytea IS NOT NULL AND %(status)s IN {sql_in(_KEEPS_TOKENS)} "
     f'ON CONFLICT (message_id) DO UPDATE SET token_ids = EXCLUDED.token_ids, digest = EXCLUDED.digest) '
     f'SELECT {_SAVED.sql}, p.name, EXISTS (SELECT 1 FROM "{_QUEUED}" q WHERE q.chat_id = s.chat_id '
     f"AND q.state = 'queued') "
@@ -102,8 +105,8 @@ _READ = f'SELECT {_RUN.sql} FROM "{_RUNS}" g WHERE g.id = %s'
 
 def run_finish(*, run_id: int, ending: Ending, tokens: TokenRecord | None = None) -> Finished | None:
     """End the run as `ending` says, and keep `tokens` (its reply's token ids) if it
-    completed; None, changing nothing, when the run is terminal already (or there is no
-    such run)."""
+    completed or was stopped (the text it kept); None when the run is terminal already (its
+    `tokens` kept all the same: a web process's finalize may come first) or there is no such run."""
     params = {name: getattr(ending, name) for name in _ENDING}
     params["run_id"] = run_id
     params["token_ids"] = None if tokens is None else pack(tokens.token_ids)

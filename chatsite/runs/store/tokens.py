@@ -1,14 +1,11 @@
 """A reply's token ids (chats.MessageTokens): packed for the finalize that saves them,
-and read, in one statement, by the worker whose run builds on that reply, as the
-inference.token_prefix.TokenRecord its engine made."""
+and read with the claim of a run that builds on that reply (chatsite.runs.store.claim),
+as the inference.token_prefix.TokenRecord its engine made."""
 import sys
 from array import array
+from dataclasses import dataclass
 
-from chatsite.chats.models import Message, MessageTokens
-from chatsite.runs.store.engine import fetch_one, prepared
 from inference.token_prefix import TokenRecord
-
-_TOKENS, _MESSAGES = MessageTokens._meta.db_table, Message._meta.db_table
 
 
 def pack(token_ids) -> bytes:
@@ -27,17 +24,17 @@ def unpack(data: bytes) -> list[int]:
     return ids.tolist()
 
 
-# The reply a run builds on: the one it carries on (replaced by the run's own reply), or
-# else the reply before the question it answers (a next turn, a regenerate, an edit).
-_BUILDS_ON = prepared(
-    f'SELECT t.token_ids, t.digest FROM "{_TOKENS}" t WHERE t.message_id = CASE WHEN %(continued)s '
-    f'THEN (SELECT m.id FROM "{_MESSAGES}" m WHERE m.replaced_by_id = %(reply)s LIMIT 1) '
-    f'ELSE (SELECT m.parent_id FROM "{_MESSAGES}" m WHERE m.id = %(asked)s) END')
+@dataclass(frozen=True)
+class Kept:
+    """The ids kept with the replies a run's prompt may start with (read with its claim,
+    chatsite.runs.store.claim): None where that reply has none (written before ids were
+    kept, failed, or there is no such reply)."""
 
+    after_question: TokenRecord | None  # the reply before the run's question
+    carried_on: TokenRecord | None  # the reply the run's own reply carries on (a continue)
 
-def tokens_builds_on(*, asked_id: int, reply_id: int, continued: bool) -> TokenRecord | None:
-    """The stored ids of the reply a run builds on (`continued`: the reply it carries on,
-    else the one before its question `asked_id`); None when that reply has none (written
-    before they were kept, failed, or the first turn)."""
-    row = fetch_one(_BUILDS_ON, {"asked": asked_id, "reply": reply_id, "continued": continued})
-    return None if row is None else TokenRecord(unpack(row[0]), row[1])
+    def builds_on(self, *, continued: bool) -> TokenRecord | None:
+        """The record the prompt starts with: the reply it carries on (`continued`), else
+        the reply before its question (a next turn, a regenerate, an edit)."""
+        return self.carried_on if continued else self.after_question
+

@@ -12,6 +12,7 @@ from chatsite.runs.store import choices, claim, finalize, keys, queue, reads, to
 from chatsite.tenancy.credentials import key_parts
 from inference.token_prefix import TokenRecord
 from tests.factories import ChatFactory, TenantFactory
+from tests.runs.helpers import run_ending
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +70,7 @@ def test_a_claim_and_a_finish_are_one_statement_each(chat, django_assert_num_que
     run = run_submit(chat=chat, content="hello", max_tokens=5)
     with django_assert_num_queries(1):
         taken = claim.run_take(run_id=run.pk, worker="w1", now=timezone.now())
-    assert taken.status == GenerationRun.Status.RUNNING and taken.attempt == 1
+    assert taken.run.status == GenerationRun.Status.RUNNING and taken.run.attempt == 1
     ending = finalize.Ending(status=GenerationRun.Status.COMPLETED, finished_at=timezone.now(), finish_reason="stop",
                              completion_tokens=2, prompt_tokens=4, error=None,
                              first_token_at=timezone.now().astimezone(dt_timezone.utc), itl_ms=1.5, logprobs="[]", details=None,
@@ -92,34 +93,41 @@ def test_a_completions_choices_are_one_statement(chat, django_assert_num_queries
     assert [c.choice_index for c in read] == [0, 1, 2] and all(c.pool.pk == chat.pool_id for c in read)
 
 
-def _ending(status: str = GenerationRun.Status.COMPLETED, reason: str = "stop") -> finalize.Ending:
-    return finalize.Ending(status=status, finished_at=timezone.now(), finish_reason=reason, completion_tokens=2,
-                           prompt_tokens=4, error=None, first_token_at=None, itl_ms=None, logprobs="[]",
-                           details=None, text="Hi!")
+def test_a_workers_finish_after_a_web_processs_keeps_the_token_ids_and_changes_nothing_else(chat):
+    """A /v1 call waiting for its whole reply finalizes the run from its stream (no ids); the
+    worker's finish that follows finds the run ended, and still keeps the ids it brought."""
+    run = run_submit(chat=chat, content="hello", max_tokens=5)
+    claim.run_take(run_id=run.pk, worker="w1", now=timezone.now())
+    assert finalize.run_finish(run_id=run.pk, ending=run_ending()) is not None  # the web's, first
+    ended = GenerationRun.objects.get(pk=run.pk)
+    assert finalize.run_finish(run_id=run.pk, ending=run_ending(), tokens=TokenRecord([8, 9], "a" * 32)) is None
+    assert GenerationRun.objects.get(pk=run.pk).finished_at == ended.finished_at
+    second = run_submit(chat=chat, content="again", max_tokens=5)
+    assert claim.run_take(run_id=second.pk, worker="w1", now=timezone.now()).kept.after_question == TokenRecord(
+        [8, 9], "a" * 32)
 
 
-def test_a_replys_token_ids_are_kept_by_its_finish_and_read_by_the_next_turn_in_one_statement(
+def test_a_replys_token_ids_are_kept_by_its_finish_and_read_by_the_next_turns_claim_in_one_statement(
         chat, django_assert_num_queries):
     first = run_submit(chat=chat, content="hello", max_tokens=5)
-    claim.run_take(run_id=first.pk, worker="w1", now=timezone.now())
+    assert claim.run_take(run_id=first.pk, worker="w1", now=timezone.now()).kept == tokens.Kept(None, None)
     ids = [0, 1, 2**32 - 1, 49151, 7]
     with django_assert_num_queries(1):
-        finalize.run_finish(run_id=first.pk, ending=_ending(), tokens=TokenRecord(ids, "d" * 32))
+        finalize.run_finish(run_id=first.pk, ending=run_ending(), tokens=TokenRecord(ids, "d" * 32))
     second = run_submit(chat=chat, content="again", max_tokens=5)
     with django_assert_num_queries(1):
-        kept = tokens.tokens_builds_on(asked_id=second.user_message_id, reply_id=second.assistant_message_id,
-                                       continued=False)
-    assert kept == TokenRecord(ids, "d" * 32)
+        taken = claim.run_take(run_id=second.pk, worker="w1", now=timezone.now())
+    assert taken.run.pk == second.pk and taken.run.status == "running"
+    assert taken.kept.builds_on(continued=False) == TokenRecord(ids, "d" * 32)
+    assert taken.kept.builds_on(continued=True) is None  # it carries no reply on
     # A failed reply keeps none; the turn after it gets none.
-    claim.run_take(run_id=second.pk, worker="w1", now=timezone.now())
-    finalize.run_finish(run_id=second.pk, ending=_ending(GenerationRun.Status.FAILED),
+    finalize.run_finish(run_id=second.pk, ending=run_ending(GenerationRun.Status.FAILED),
                         tokens=TokenRecord([1], "e" * 32))
     third = run_submit(chat=chat, content="once more", max_tokens=5)
-    assert tokens.tokens_builds_on(asked_id=third.user_message_id, reply_id=third.assistant_message_id,
-                                   continued=False) is None
+    assert claim.run_take(run_id=third.pk, worker="w1", now=timezone.now()).kept.after_question is None
     # A continue builds on the reply it carries on (the one its own reply replaces).
-    claim.run_take(run_id=third.pk, worker="w1", now=timezone.now())
-    finalize.run_finish(run_id=third.pk, ending=_ending(reason="length"), tokens=TokenRecord([3, 4], "f" * 32))
+    finalize.run_finish(run_id=third.pk, ending=run_ending(reason="length"), tokens=TokenRecord([3, 4], "f" * 32))
     continued = run_continue(chat=chat, message=third.assistant_message)
-    assert tokens.tokens_builds_on(asked_id=continued.user_message_id, reply_id=continued.assistant_message_id,
-                                   continued=True) == TokenRecord([3, 4], "f" * 32)
+    kept = claim.run_take(run_id=continued.pk, worker="w1", now=timezone.now()).kept
+    assert kept.builds_on(continued=True) == TokenRecord([3, 4], "f" * 32)
+    assert kept.builds_on(continued=False) is None  # the reply before its question: the failed one
