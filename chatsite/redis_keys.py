@@ -51,9 +51,10 @@ def reply_prefixes(message_id: int) -> str:
     return f"message:{message_id}:prefixes"
 
 
-def run_redispatch_guard(run_id: int) -> str:
-    """Set while the sweep's re-dispatch of an orphaned run is in flight."""
-    return f"run:{run_id}:redispatch"
+def run_redispatch_guard(run_id: int, attempt: int) -> str:
+    """Set while the sweep's re-dispatch of an orphaned run is in flight: per attempt, so a
+    dispatch that was taken (the next attempt claimed the run) guards nothing any more."""
+    return f"run:{run_id}:redispatch:{attempt}"
 
 
 def fair_tenants(pool: str, tier: str) -> str:

@@ -109,12 +109,12 @@ class OneHopASGIHandler(ASGIHandler):
             respond = functools.partial(self._async_request, request, match)
 
         async def process_request(send):
-            response = await respond()
+            response, closed = await respond()
             try:
                 await self.send_response(response, send)
             except asyncio.CancelledError:
                 pass  # the client disconnected during send_response
-            return response
+            return response, closed
 
         tasks = [asyncio.create_task(self.listen_for_disconnect(receive)),
                  asyncio.create_task(process_request(send))]
@@ -135,11 +135,11 @@ class OneHopASGIHandler(ASGIHandler):
                 except asyncio.CancelledError:
                     pass
         try:
-            response = tasks[1].result()
+            response, closed = tasks[1].result()
         except asyncio.CancelledError:
             await send_signal(signals.request_finished, sender=self.__class__)
         else:
-            if not getattr(response, "closed_in_hop", False):
+            if not closed:
                 await self._close(response)
         body_file.close()
 
@@ -151,24 +151,25 @@ class OneHopASGIHandler(ASGIHandler):
         else:
             await sync_to_async(response.close)()
 
-    def _sync_request(self, request, scope):
+    def _sync_request(self, request, scope) -> tuple:
         """A sync view's request, in its thread: request_started, the middleware and the
-        view, and the response's close when its body is built."""
+        view, and the response's close when its body is built. (response, closed)."""
         stage_trace.mark("web.request")
         signals.request_started.send(sender=self.__class__, scope=scope)
         response = self._for_sending(self._sync.get_response(request))
-        if not response.streaming:
-            response.close()  # request_finished; the content stays as built
-            response.closed_in_hop = True
-        return response
+        if response.streaming:
+            return response, False
+        response.close()  # request_finished; the content stays as built
+        return response, True
 
-    async def _async_request(self, request, match):
-        """An async view's response, as ASGIHandler.run_get_response gives it (the URL resolved once)."""
+    async def _async_request(self, request, match) -> tuple:
+        """An async view's response, as ASGIHandler.run_get_response gives it (the URL resolved
+        once), not closed yet: (response, False)."""
         if self._flat is None:
             response = await super().get_response_async(request)
         else:
             response = await self._flat_response(request, match)
-        return self._for_sending(response)
+        return self._for_sending(response), False
 
     def _for_sending(self, response):
         """What ASGIHandler.run_get_response sets on a response before it is sent."""

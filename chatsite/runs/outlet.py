@@ -43,7 +43,11 @@ class Outlet:
 
     def __init__(self, guard: StreamGuard):
         self.guard = guard
-        self.revoked = False  # the stream ended because its access did
+
+    @property
+    def revoked(self) -> bool:
+        """Whether the stream ended because its access did."""
+        return self.guard.revoked
 
     @classmethod
     async def open(cls, grant: Grant) -> "Outlet":
@@ -80,20 +84,14 @@ class Outlet:
         """close(), from a request's thread."""
         self.guard.close_sync()
 
-    async def _wait(self, sub, timeout: float):
-        batch = await self.guard.next(sub, timeout)
-        if batch is REVOKED:
-            self.revoked = True
-        return batch
-
     def run(self, run_id: int, *, after: str | None = None, fresh: bool = False) -> AsyncIterator[list[Entry] | None]:
         """A run's entries after `after` (chatsite.runs.stream.follow's rules), None when a
         keep-alive is due; ends at the terminal entry or when the access ends."""
-        return follow(run_id, after=after, fresh=fresh, wait=self._wait)
+        return follow(run_id, after=after, fresh=fresh, wait=self.guard.next)
 
     def runs(self, run_ids: list[int], *, fresh: bool = False) -> AsyncIterator[tuple[int, list[Entry]] | None]:
         """Several runs (a call's n choices) as one stream: (index, batch), None for a keep-alive."""
-        return follow_all(run_ids, fresh=fresh, wait=self._wait)
+        return follow_all(run_ids, fresh=fresh, wait=self.guard.next)
 
     async def user_events(self, user_id: int, last_id: str, timeout: float) -> AsyncIterator[list[tuple]]:
         """Lists of (id, event dict) of the user's own events (chatsite.chats.live) after
@@ -104,7 +102,7 @@ class Outlet:
         try:
             while True:
                 try:
-                    batch = await self._wait(sub, timeout)
+                    batch = await self.guard.next(sub, timeout)
                 except HubError as exc:
                     log.warning("user %s: events stream ended: %s", user_id, exc)
                     return

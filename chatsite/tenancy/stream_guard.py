@@ -39,6 +39,7 @@ from chatsite import redis_keys
 from chatsite.errors import RateLimited
 from chatsite.redis_client import get_async_redis, get_redis
 from channels.db import database_sync_to_async
+from redis.exceptions import ResponseError
 
 from chatsite.tenancy.revocation import Grant, is_revoked, revocations_reload
 
@@ -104,6 +105,7 @@ class StreamGuard:
         self._check_every = settings.CHATSITE["SHARE_REVOCATION_CHECK_SECONDS"] if grant.share_id else check_seconds()
         self._next_check = time.monotonic() + self._check_every
         self._closed = slot_id is None
+        self.revoked = False  # next() found the grant revoked: the stream ends
 
     def _args(self, cap: int) -> tuple:
         now = time.time()
@@ -195,14 +197,24 @@ class StreamGuard:
     async def next(self, sub, timeout: float):
         """`sub.next(timeout)` (a batch, or None after `timeout` s of quiet), checking
         meanwhile every SSE_REVOCATION_CHECK_SECONDS (a share link's viewer: every
-        SHARE_REVOCATION_CHECK_SECONDS); REVOKED when the stream must end."""
-        deadline = time.monotonic() + timeout
+        SHARE_REVOCATION_CHECK_SECONDS); REVOKED when the stream must end (and `revoked`
+        is then true). Every frame of every stream passes here: a batch before the next
+        check is due returns at once."""
+        now = time.monotonic()
+        deadline = now + timeout
+        if now < self._next_check:
+            batch = await sub.next(min(timeout, self._next_check - now))
+            if batch is not None:
+                return batch
         while True:
-            batch = await sub.next(max(0.0, min(deadline, self._next_check) - time.monotonic()))
             now = time.monotonic()
             if now >= self._next_check and not await self.check():
+                self.revoked = True
                 return REVOKED
-            if batch is not None or now >= deadline:
+            if now >= deadline:
+                return None
+            batch = await sub.next(max(0.0, min(deadline, self._next_check) - now))
+            if batch is not None:
                 return batch
 
     def close(self) -> None:
@@ -227,52 +239,91 @@ def _zrem(key: str, member: str) -> bytes:
     return b"*3\r\n$4\r\nZREM\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(k), k, len(m), m)
 
 
+# Sent on the releaser's connection: Redis then answers nothing on it, so nothing there reads
+# (a read per batch was a wake of this loop per stream). Once, at connect, OFF then ON and ON's
+# answer read: a server that refuses OFF (an ACL) answers that first, and the releaser reads.
+_REPLY_OFF = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"
+_REPLY_ON = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$2\r\nON\r\n"
+
+
+async def _quiet(conn) -> bool:
+    """Tell `conn` to send no replies; False when Redis refused (its answers must be read)."""
+    await conn.send_packed_command(_REPLY_OFF + _REPLY_ON, check_health=False)
+    try:
+        await conn.read_response()  # ON's OK, or OFF's error
+    except ResponseError as exc:
+        log.warning("Redis refused CLIENT REPLY OFF (%s); the stream slots' releaser reads its answers", exc)
+        await conn.read_response()  # ON's
+        return False
+    await conn.send_packed_command(_REPLY_OFF, check_health=False)
+    return True
+
+
 class _Releaser:
     """Gives streams' slots back for one event loop: close() queues a ZREM; one task sends
-    what is queued over one connection it holds, all in one write, and reads the answers
-    (which nothing waits for). Measured (bench/probes/slot_cost): a stream's slot
-    taken and given back cost 535 K instructions with a ZREM through redis-py's client,
-    409 K this way; it is this module's only use of Redis below redis-py's commands.
-    A failed write or read drops the connection (the next batch takes another); its
-    slots expire on their own within SLOT_TTL."""
+    what is queued over one connection it holds, all in one write. That connection is told
+    once to send no replies (CLIENT REPLY OFF), so nothing waits for or reads an answer
+    (unless Redis refused that: then each answer is read, as before).
+    Measured (bench/probes/slot_cost): a stream's slot taken and given back cost 535 K
+    instructions with a ZREM through redis-py's client, 409 K sent this way with its answer
+    read; 277 K against 325 K without the answer (`--cycles 200`, 2026-12-06). It is this
+    module's only use of Redis below redis-py's commands. A failed write drops the connection
+    (the next batch takes another); its slots expire on their own within SLOT_TTL. A batch
+    Redis does not take within CLOSE_TIMEOUT_SECONDS (its write stuck) is given up by the
+    next release (its task cancelled, another started): a check per release, where a timer
+    per batch cost ~60 lines of asyncio's."""
 
     def __init__(self):
         self._queue: list[bytes] = []
         self._wake = asyncio.Event()
-        self._conn = None
+        self._sent_at = 0.0  # when the batch in flight was started (monotonic); 0: none in flight
         self._task = asyncio.ensure_future(self._run())  # held here; the releaser is held per loop
 
     def release(self, key: str, member: str) -> None:
         self._queue.append(_zrem(key, member))
+        if self._sent_at and time.monotonic() - self._sent_at > CLOSE_TIMEOUT_SECONDS:
+            log.warning("Redis left stream slots unsent for %.0f s; they expire on their own",
+                        CLOSE_TIMEOUT_SECONDS)
+            self._sent_at = 0.0
+            self._task.cancel()
+            self._task = asyncio.ensure_future(self._run())
         self._wake.set()
 
     async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            batch, self._queue = self._queue, []
-            try:
-                async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
-                    await self._send(batch)
-            except Exception:  # slots given back by their TTL instead
-                log.warning("could not give %d stream slot(s) back; they expire on their own", len(batch),
-                            exc_info=True)
-                await self._drop()
+        conn = None  # this task's own: a cancelled task drops it, whatever state it was left in
+        quiet = True
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                batch, self._queue = self._queue, []
+                self._sent_at = time.monotonic()
+                try:
+                    if conn is None:
+                        conn = await get_async_redis().connection_pool.get_connection()
+                        quiet = await _quiet(conn)
+                    await conn.send_packed_command(b"".join(batch), check_health=False)
+                    if not quiet:
+                        for _ in batch:
+                            await conn.read_response()
+                except Exception:  # slots given back by their TTL instead
+                    log.warning("could not give %d stream slot(s) back; they expire on their own", len(batch),
+                                exc_info=True)
+                    await _drop(conn)
+                    conn = None
+                self._sent_at = 0.0
+        finally:
+            if conn is not None:
+                await asyncio.shield(_drop(conn))
 
-    async def _send(self, batch: list[bytes]) -> None:
-        if self._conn is None:
-            self._conn = await get_async_redis().connection_pool.get_connection()
-        await self._conn.send_packed_command(b"".join(batch), check_health=False)
-        for _ in batch:
-            await self._conn.read_response()
 
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.disconnect()
-            with contextlib.suppress(Exception):
-                await get_async_redis().connection_pool.release(conn)
+async def _drop(conn) -> None:
+    if conn is None:
+        return
+    with contextlib.suppress(Exception):
+        await conn.disconnect()
+    with contextlib.suppress(Exception):
+        await get_async_redis().connection_pool.release(conn)
 
 
 _RELEASERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Releaser]" = weakref.WeakKeyDictionary()

@@ -110,6 +110,20 @@ def test_continue_appends_to_a_reply_cut_at_the_length_limit(client, chat):
     assert "length limit" in stopped["message"]
 
 
+def test_continue_right_after_the_streams_end_saves_the_reply_first(client, chat):
+    """The page shows "Continue" once the stream's terminal entry arrives, which can be before
+    the worker saved the reply: the continue saves it from the stream (as a busy chat's next
+    turn does), not a 400 for a reply not yet known to have reached the length limit."""
+    first = send(client, chat.pk, "Count", max_tokens=3)
+    run_id, reply_id = first["run"]["id"], first["assistant_message"]["id"]
+    get_redis().xadd(redis_keys.run_stream(run_id), codec.token_fields(seq=0, n=3, text="one two", attempt=1))
+    end_stream(run_id, codec.done_fields(finish_reason="length", prompt_tokens=5, completion_tokens=3))  # not saved
+    resp = client.post(f"/api/chats/{chat.pk}/messages/{reply_id}/continue", {"max_tokens": 4}, content_type=J)
+    assert resp.status_code == 202, resp.content
+    assert resp.json()["assistant_message"]["content"] == "one two"
+    assert GenerationRun.objects.get(pk=run_id).finish_reason == "length"
+
+
 def test_continue_keeps_to_the_chats_reply_length(client, chat):
     """Continue after "Reached the length limit" generated the pool's default (~1,000 tokens
     on the demo pools) when the chat's own reply length was 25."""

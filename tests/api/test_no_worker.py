@@ -66,3 +66,22 @@ def test_a_pool_that_queues_when_cold_admits_and_says_it_waits(api_key, tenant, 
     assert client.get(f"/api/runs/{run['id']}/").json()["waiting_for_worker"] is True
     beat("nw-queue-1@host", "nw-queue", ready=False)  # its first worker is loading its engine
     assert client.get(f"/api/runs/{run['id']}/").json()["waiting_for_worker"] is False
+
+
+def test_a_pool_seen_live_is_asked_again_a_second_later(api_key, tenant, user, monkeypatch):
+    """A process asks Redis whether a pool has a live worker at most once a second while it has
+    one; once that second is past, a pool whose worker went silent refuses again."""
+    from chatsite.runs.services import availability
+
+    clock = [1000.0]
+    monkeypatch.setattr(availability.time, "monotonic", lambda: clock[0])
+    chat = ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name="nw-memo"))
+    client = key_client(api_key)
+    beat("nw-memo-1@host", "nw-memo")
+    assert _post(client, chat.pk).status_code == 202
+    beat("nw-memo-1@host", "nw-memo", age=4.0)  # silent since
+    other = ChatFactory(tenant=tenant, owner=user, pool=chat.pool)
+    assert _post(client, other.pk).status_code == 202  # within the second: believed live
+    clock[0] += availability.MEMO_SECONDS
+    third = ChatFactory(tenant=tenant, owner=user, pool=chat.pool)
+    assert_error(_post(client, third.pk), 503, "model_unavailable")

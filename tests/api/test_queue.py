@@ -11,35 +11,11 @@ import pytest
 
 from chatsite.chats.models import QueuedMessage
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_finalize
-from chatsite.runs.stream import codec
+from tests.api.helpers import SERVED, end_ghost_reply, ghost_chat, post_body, queue_message, started_run
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
-from tests.runs.helpers import end_stream, post_message, wait_terminal, xadd_tokens
+from tests.runs.helpers import post_message, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
-SERVED = {"model": "flagship", "max_tokens": 5}  # the fake workers' pool
-
-
-def _ghost_chat(chat):
-    """A chat of the same owner whose replies no worker takes: they wait until the test ends them."""
-    return ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=queueing_pool("ghost"))
-
-
-def _end(run_id: int) -> None:
-    """End a ghost reply as its worker would: its text, its terminal entry, its saving."""
-    xadd_tokens(run_id, ["Uno"])
-    end_stream(run_id, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1))
-    run_finalize(run_id=run_id)
-
-
-def _post(live_url, auth, chat_id, body):
-    return httpx.post(f"{live_url}/api/chats/{chat_id}/messages/", headers=auth, json=body, timeout=10)
-
-
-def _queued(live_url, auth, chat_id, content, **extra) -> dict:
-    resp = _post(live_url, auth, chat_id, {"content": content, "queue": True, **extra})
-    assert resp.status_code == 202, resp.text
-    return resp.json()["queued_message"]
 
 
 def _wait_running(run_id: int, timeout=30) -> None:
@@ -49,24 +25,14 @@ def _wait_running(run_id: int, timeout=30) -> None:
         time.sleep(0.02)
 
 
-def _started_run(queued_id, timeout=30) -> GenerationRun:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        item = QueuedMessage.objects.get(pk=queued_id)
-        if item.run_id is not None:
-            return GenerationRun.objects.select_related("user_message", "assistant_message").get(pk=item.run_id)
-        time.sleep(0.05)
-    raise TimeoutError(f"queued message {queued_id} is still {item.state}")
-
-
 def test_messages_queued_over_rest_start_in_order_after_the_reply(live_url, fake_workers, auth, chat):
-    chat = _ghost_chat(chat)
+    chat = ghost_chat(chat)
     first = post_message(live_url, auth, chat.pk, "one")
-    refused = _post(live_url, auth, chat.pk, {"content": "no queue flag"})
+    refused = post_body(live_url, auth, chat.pk, {"content": "no queue flag"})
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "conflict"
-    a = _queued(live_url, auth, chat.pk, "two", **SERVED)
-    b = _queued(live_url, auth, chat.pk, "three", **SERVED)
-    c = _queued(live_url, auth, chat.pk, "four", **SERVED)
+    a = queue_message(live_url, auth, chat.pk, "two", **SERVED)
+    b = queue_message(live_url, auth, chat.pk, "three", **SERVED)
+    c = queue_message(live_url, auth, chat.pk, "four", **SERVED)
     assert (a["state"], a["place"], b["place"], c["place"]) == ("queued", 1, 2, 3) and a["run"] is None
     base = f"{live_url}/api/chats/{chat.pk}/queue/"
     edited = httpx.patch(f"{base}{b['id']}/", headers=auth, json={"content": "three, edited"})
@@ -75,11 +41,11 @@ def test_messages_queued_over_rest_start_in_order_after_the_reply(live_url, fake
     listed = httpx.get(base, headers=auth).json()["results"]
     assert [(m["id"], m["place"]) for m in listed] == [(a["id"], 1), (b["id"], 2)]
 
-    _end(first["id"])
+    end_ghost_reply(first["id"])
     ended = wait_terminal(first["id"])
-    second = _started_run(a["id"])
+    second = started_run(a["id"])
     assert second.user_message.parent_id == ended.assistant_message_id
-    third = _started_run(b["id"])
+    third = started_run(b["id"])
     assert wait_terminal(second.pk).finished_at <= third.queued_at  # one at a time
     assert third.user_message.content == "three, edited"
     assert third.user_message.parent_id == second.assistant_message_id
@@ -92,8 +58,8 @@ def test_messages_queued_over_rest_start_in_order_after_the_reply(live_url, fake
 
 def test_send_now_interrupts_the_reply_and_the_message_runs_next(live_url, fake_workers, auth, chat):
     first = post_message(live_url, auth, chat.pk, "one", max_tokens=500, ignore_eos=True)
-    a = _queued(live_url, auth, chat.pk, "two", max_tokens=5)
-    b = _queued(live_url, auth, chat.pk, "three", max_tokens=5)
+    a = queue_message(live_url, auth, chat.pk, "two", max_tokens=5)
+    b = queue_message(live_url, auth, chat.pk, "three", max_tokens=5)
     _wait_running(first["id"])
     time.sleep(0.3)  # some tokens streamed
     resp = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{b['id']}/send-now", headers=auth, timeout=10)
@@ -101,17 +67,17 @@ def test_send_now_interrupts_the_reply_and_the_message_runs_next(live_url, fake_
     stopped = wait_terminal(first["id"])
     assert stopped.status == "cancelled" and stopped.finish_reason == "interrupted"
     assert 0 < stopped.completion_tokens < 500 and stopped.assistant_message.content
-    steered = _started_run(b["id"])
+    steered = started_run(b["id"])
     assert steered.user_message.content == "three"
     assert steered.prompt_snapshot[-2] == {"role": "assistant", "content": stopped.assistant_message.content}
     assert wait_terminal(steered.pk).status == "completed"
-    assert wait_terminal(_started_run(a["id"]).pk).status == "completed"  # then the rest of the queue
+    assert wait_terminal(started_run(a["id"]).pk).status == "completed"  # then the rest of the queue
     run = httpx.get(f"{live_url}/api/runs/{first['id']}/", headers=auth).json()
     assert run["finish_reason"] == "interrupted"
 
 
 def test_queue_flag_on_an_idle_chat_sends_at_once(live_url, fake_workers, auth, chat):
-    resp = _post(live_url, auth, chat.pk, {"content": "hello", "queue": True, "max_tokens": 3})
+    resp = post_body(live_url, auth, chat.pk, {"content": "hello", "queue": True, "max_tokens": 3})
     assert resp.status_code == 202 and resp.json()["run"]["id"] and not QueuedMessage.objects.exists()
 
 
@@ -119,13 +85,13 @@ def test_bad_queue_requests_are_4xx_naming_the_problem(live_url, auth, chat):
     from chatsite.runs.admission import run_submit
     from chatsite.runs.services import run_cancel
 
-    chat = _ghost_chat(chat)
+    chat = ghost_chat(chat)
     busy = run_submit(chat=chat, content="busy")  # until cancelled below
-    bad = _post(live_url, auth, chat.pk, {"content": "x", "queue": "yes"})
+    bad = post_body(live_url, auth, chat.pk, {"content": "x", "queue": "yes"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "queue"
-    blank = _post(live_url, auth, chat.pk, {"content": "  ", "queue": True})
+    blank = post_body(live_url, auth, chat.pk, {"content": "  ", "queue": True})
     assert blank.status_code == 400 and blank.json()["error"]["field"] == "content"
-    item = _queued(live_url, auth, chat.pk, "two")
+    item = queue_message(live_url, auth, chat.pk, "two")
     base = f"{live_url}/api/chats/{chat.pk}/queue/"
     empty = httpx.patch(f"{base}{item['id']}/", headers=auth, json={"content": ""})
     assert empty.status_code == 400 and empty.json()["error"]["field"] == "content"
@@ -152,18 +118,18 @@ def test_a_plain_send_while_messages_wait_joins_the_queue_and_other_turns_are_40
     queueing_pool("ghost")  # "two" is answered there: in progress until the test ends it
     waiting = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="two",
                                            position=0, request={"model": "ghost"})
-    plain = _post(live_url, auth, chat.pk, {"content": "three", "max_tokens": 3})  # no queue flag
+    plain = post_body(live_url, auth, chat.pk, {"content": "three", "max_tokens": 3})  # no queue flag
     assert plain.status_code == 202, plain.text
     joined = plain.json()["queued_message"]
     # Behind "two", which its queuing started (once committed: nothing was being written).
     assert (joined["state"], joined["place"], joined["content"]) == ("queued", 1, "three")
-    second = _started_run(waiting.pk)
+    second = started_run(waiting.pk)
     assert second.user_message.content == "two" and second.user_message.parent_id == done.assistant_message_id
     regen = httpx.post(f"{live_url}/api/chats/{chat.pk}/messages/{done.assistant_message_id}/regenerate",
                        headers=auth, json={}, timeout=10)
     assert regen.status_code == 409 and regen.json()["error"]["code"] == "queue_waiting"
-    _end(second.pk)
-    third = _started_run(joined["id"])
+    end_ghost_reply(second.pk)
+    third = started_run(joined["id"])
     assert wait_terminal(second.pk).finished_at <= third.queued_at  # nothing overtook the queue
     assert third.user_message.parent_id == second.assistant_message_id
     assert GenerationRun.objects.filter(chat=chat).count() == 3
@@ -172,11 +138,11 @@ def test_a_plain_send_while_messages_wait_joins_the_queue_and_other_turns_are_40
 def test_a_message_refused_when_its_turn_comes_is_listed_and_can_be_retried(live_url, fake_workers, auth, chat):
     from chatsite.quotas.models import TenantQuota
 
-    chat = _ghost_chat(chat)
+    chat = ghost_chat(chat)
     first = post_message(live_url, auth, chat.pk, "one")
-    a = _queued(live_url, auth, chat.pk, "two", **SERVED)
+    a = queue_message(live_url, auth, chat.pk, "two", **SERVED)
     quota = TenantQuota.objects.create(tenant=chat.tenant, token_budget=1)  # used up once `first` is settled
-    _end(first["id"])
+    end_ghost_reply(first["id"])
     base = f"{live_url}/api/chats/{chat.pk}/queue/"
     end = time.monotonic() + 20
     while (listed := httpx.get(base, headers=auth).json()["results"])[0]["state"] != "refused":
@@ -187,7 +153,7 @@ def test_a_message_refused_when_its_turn_comes_is_listed_and_can_be_retried(live
     quota.delete()
     retried = httpx.post(f"{base}{a['id']}/retry", headers=auth)
     assert retried.status_code == 202 and retried.json()["error"] == ""
-    assert wait_terminal(_started_run(a["id"]).pk).status == "completed"
+    assert wait_terminal(started_run(a["id"]).pk).status == "completed"
     assert httpx.get(base, headers=auth).json()["results"] == []
     assert httpx.post(f"{base}{a['id']}/retry", headers=auth).status_code == 409
 
@@ -201,18 +167,18 @@ def test_a_repeated_keyed_post_to_a_busy_chat_answers_its_queued_message_and_cou
     if (left := 60 - time.time() % 60) < 15:  # the rate counts per clock minute: all of it in one
         time.sleep(left + 0.1)
     TenantQuota.objects.create(tenant=chat.tenant, requests_per_minute=3)
-    chat = _ghost_chat(chat)
+    chat = ghost_chat(chat)
     first = post_message(live_url, auth, chat.pk, "one")  # 1
     keyed, body = {**auth, "Idempotency-Key": "queued-once"}, {"content": "two", "queue": True, **SERVED}
-    queued = _post(live_url, keyed, chat.pk, body)  # 2
+    queued = post_body(live_url, keyed, chat.pk, body)  # 2
     assert queued.status_code == 202, queued.text
     item = queued.json()["queued_message"]
     assert quota_allowances(chat.tenant).requests.remaining == 1
     for _ in range(3):  # each over the limit if it counted
-        again = _post(live_url, keyed, chat.pk, body)
+        again = post_body(live_url, keyed, chat.pk, body)
         assert again.status_code == 202, again.text
         assert (again.json()["queued_message"]["id"], again.json()["queued_message"]["place"]) == (item["id"], 1)
-    reused = _post(live_url, keyed, chat.pk, {**body, "content": "another"})
+    reused = post_body(live_url, keyed, chat.pk, {**body, "content": "another"})
     assert reused.status_code == 409 and reused.json()["error"]["code"] == "idempotency_key_reused"
     assert quota_allowances(chat.tenant).requests.remaining == 1  # none of them counted
     assert QueuedMessage.objects.filter(chat=chat).count() == 1

@@ -11,7 +11,7 @@ import pytest
 from chatsite.chats.models import QueuedMessage
 from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.models import ApiKey
-from tests.api.test_queue import SERVED, _end, _ghost_chat, _queued, _started_run
+from tests.api.helpers import SERVED, end_ghost_reply, ghost_chat, queue_message, started_run
 from tests.runs.helpers import post_message, wait_terminal
 from tests.security.helpers import session_headers
 
@@ -32,12 +32,12 @@ def _refused(live_url, headers, chat_id, queued_id, timeout=20) -> dict:
 
 def test_a_key_revoked_after_queueing_refuses_its_message_and_a_retry_sends_it_as_the_retrier(
         live_url, fake_workers, auth, chat):
-    chat = _ghost_chat(chat)
+    chat = ghost_chat(chat)
     first = post_message(live_url, auth, chat.pk, "one")
-    item = _queued(live_url, auth, chat.pk, "two", **SERVED)
+    item = queue_message(live_url, auth, chat.pk, "two", **SERVED)
     key = ApiKey.objects.get(user=chat.owner)
     assert httpx.delete(f"{live_url}/api/keys/{key.pk}/", headers=auth, timeout=10).status_code == 200
-    _end(first["id"])
+    end_ghost_reply(first["id"])
     wait_terminal(first["id"])
     browser = session_headers(chat.owner)
     refused = _refused(live_url, browser, chat.pk, item["id"])
@@ -47,19 +47,19 @@ def test_a_key_revoked_after_queueing_refuses_its_message_and_a_retry_sends_it_a
     # Its owner, signed in, retries it: it goes as the session's now.
     retried = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{item['id']}/retry", headers=browser, timeout=10)
     assert retried.status_code == 202, retried.text
-    assert wait_terminal(_started_run(item["id"]).pk).status == "completed"
+    assert wait_terminal(started_run(item["id"]).pk).status == "completed"
 
 
 def test_signing_out_after_queueing_refuses_that_sessions_message_and_the_next_goes_on(
         live_url, fake_workers, auth, chat):
-    chat = _ghost_chat(chat)
+    chat = ghost_chat(chat)
     first = post_message(live_url, auth, chat.pk, "one")
     browser = session_headers(chat.owner)
-    by_session = _queued(live_url, browser, chat.pk, "two", **SERVED)  # as the web page queues it
-    by_key = _queued(live_url, auth, chat.pk, "three", **SERVED)
+    by_session = queue_message(live_url, browser, chat.pk, "two", **SERVED)  # as the web page queues it
+    by_key = queue_message(live_url, auth, chat.pk, "three", **SERVED)
     assert httpx.post(f"{live_url}/logout/", headers=browser, timeout=10).status_code == 302
-    _end(first["id"])
-    third = _started_run(by_key["id"])  # the session's message was refused, the key's went on
+    end_ghost_reply(first["id"])
+    third = started_run(by_key["id"])  # the session's message was refused, the key's went on
     refused = _refused(live_url, auth, chat.pk, by_session["id"])
     assert refused["error"] == "the session it was sent from was signed out after it was queued"
     assert QueuedMessage.objects.get(pk=by_session["id"]).run_id is None

@@ -5,23 +5,10 @@ import pytest
 from chatsite.chats.models import Chat, Message
 from chatsite.runs.models import GenerationRun
 from tests.runs.helpers import wait_terminal
-from tests.sse import parse, read_events, text_of
+from tests.api.helpers import stream_post
+from tests.sse import read_events, text_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def stream_post(url: str, headers: dict, body: dict, *, max_events: int | None = None):
-    """(status, content type, events) of a streamed POST, read to its end or `max_events`."""
-    events = []
-    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as resp:
-        if not resp.headers["content-type"].startswith("text/event-stream"):
-            resp.read()
-            return resp.status_code, resp.headers["content-type"], resp.json()
-        for ev in parse(resp.iter_lines()):
-            events.append(ev)
-            if ev.event in ("done", "error") or (max_events is not None and len(events) >= max_events):
-                break
-        return resp.status_code, resp.headers["content-type"], events
 
 
 def test_a_message_post_streams_its_run_then_the_reply(live_url, fake_workers, auth, chat):

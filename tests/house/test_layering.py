@@ -78,3 +78,35 @@ def test_the_check_finds_what_it_is_meant_to(tmp_path):
     assert breaks(found[1], "inference") and breaks(found[2], "chatsite")
     assert not breaks("djangox", "inference") and not breaks("workers.app", "chatsite")
     assert breaks("workers.generation", "chatsite")
+
+
+# The apps of chatsite/, lowest first: each imports only apps before it (and chatsite's own
+# root modules), so no circle can form (docs/architecture.md, "Processes").
+APP_ORDER = ["tenancy", "pools", "quotas", "chats", "runs", "usage", "metrics", "edge", "openai_api", "api", "web"]
+
+
+def _chatsite_apps_imported(path: Path) -> set[tuple[int, str]]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if node.module != "chatsite" else [f"chatsite.{a.name}" for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "chatsite" and len(parts) > 1 and parts[1] in APP_ORDER:
+                found.add((node.lineno, parts[1]))
+    return found
+
+
+def test_the_apps_import_downwards_only():
+    packages = sorted(p.name for p in (ROOT / "chatsite").iterdir() if p.is_dir() and any(p.glob("*.py")))
+    assert sorted(APP_ORDER) == packages, "a package was added to chatsite/ or removed: place it in APP_ORDER"
+    upward = []
+    for app in APP_ORDER:
+        for path in sorted((ROOT / "chatsite" / app).rglob("*.py")):
+            for line, other in _chatsite_apps_imported(path):
+                if APP_ORDER.index(other) > APP_ORDER.index(app):
+                    upward.append(f"{path.relative_to(ROOT)}:{line} imports chatsite.{other}")
+    assert not upward, "imports that go up the apps' order:\n" + "\n".join(upward)

@@ -64,6 +64,28 @@ def end_stream(run_id: int, fields: dict) -> None:
         run_release(run_id=run_id, lease_token=claim.lease_token)
 
 
+def finish_run(run, text="Done.", **done):
+    """End a run as its worker would: its text, its terminal entry, its saving (which starts its chat's queue)."""
+    from chatsite.runs.services import run_finalize
+    from chatsite.runs.stream import codec
+
+    xadd_tokens(run.pk, [text])
+    end_stream(run.pk, codec.done_fields(**{"finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
+                                            **done}))
+    return run_finalize(run_id=run.pk)
+
+
+def run_ending(status: str = GenerationRun.Status.COMPLETED, reason: str = "stop"):
+    """A worker's ending of a run, as finalize.run_finish takes it: the reply "Hi!" in two tokens."""
+    from django.utils import timezone
+
+    from chatsite.runs.store import finalize
+
+    return finalize.Ending(status=status, finished_at=timezone.now(), finish_reason=reason, completion_tokens=2,
+                           prompt_tokens=4, error=None, first_token_at=None, itl_ms=None, logprobs="[]",
+                           details=None, text="Hi!")
+
+
 def queued_messages(queue: str) -> list[tuple[list, dict]]:
     """(args, kwargs) of the generation messages waiting in a Celery queue, oldest first
     (kombu's Redis transport LPUSHes JSON envelopes whose body is base64 JSON)."""

@@ -18,7 +18,7 @@ from chatsite.runs.services.queued.rows import MAX_QUEUED_PER_CHAT
 from chatsite.runs.services.queued.send_now import queued_send_now
 from chatsite.runs.stream import codec
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
-from tests.runs.helpers import end_stream, xadd_tokens
+from tests.runs.helpers import end_stream, finish_run, xadd_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a run's end starts the queue after its commit
 Q = QueuedMessage.State
@@ -42,13 +42,6 @@ def _queue(chat, content, **kw) -> QueuedMessage:
     return sent
 
 
-def _finish(run, text="Done.", **done):
-    xadd_tokens(run.pk, [text])
-    end_stream(run.pk, codec.done_fields(**{"finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
-                                            **done}))
-    return run_finalize(run_id=run.pk)
-
-
 def _started(item) -> GenerationRun:
     item.refresh_from_db()
     assert item.state == Q.STARTED, (item.state, item.error)
@@ -62,7 +55,7 @@ def test_messages_sent_during_a_reply_wait_and_start_in_order_one_at_a_time(chat
     assert queued_places(chat=chat) == {a.pk: 1, b.pk: 2}
     assert GenerationRun.objects.count() == 1 and chat.messages.count() == 2  # nothing written in the tree yet
 
-    _finish(first, "Uno")
+    finish_run(first, "Uno")
     second = _started(a)
     assert second.user_message.content == "two" and second.max_tokens == 7  # its own settings kept
     assert second.user_message.parent_id == first.assistant_message_id  # after the reply it waited for
@@ -74,7 +67,7 @@ def test_messages_sent_during_a_reply_wait_and_start_in_order_one_at_a_time(chat
         assert run_finalize(run_id=first.pk).status == "completed"
     assert GenerationRun.objects.count() == 2
 
-    _finish(second)
+    finish_run(second)
     third = _started(b)
     assert third.user_message.parent_id == second.assistant_message_id and queue_of(chat=chat) == []
     assert GenerationRun.objects.count() == 3
@@ -111,7 +104,7 @@ def test_a_queued_message_can_be_edited_or_withdrawn_until_it_starts(chat):
     assert queued_withdraw(**owner, queued_id=b.pk).state == Q.WITHDRAWN
     with pytest.raises(Conflict):
         queued_edit(**owner, queued_id=b.pk, content="back")
-    _finish(first)
+    finish_run(first)
     assert _started(a).user_message.content == "two, edited"
     with pytest.raises(Conflict):
         queued_withdraw(**owner, queued_id=a.pk)
@@ -154,13 +147,13 @@ def test_send_now_stops_the_reply_keeps_it_as_interrupted_and_runs_next_with_it(
     assert a.state == Q.QUEUED  # still waiting, now behind the reply to "three"
     with pytest.raises(Conflict):
         queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
-    _finish(steered)
+    finish_run(steered)
     assert _started(a).user_message.parent_id == steered.assistant_message_id
 
 
 def test_the_sweep_starts_a_queue_whose_advance_was_lost_once(chat):
     first = run_submit(chat=chat, content="one")
-    _finish(first)  # ended with nothing queued; the message below came while its process died
+    finish_run(first)  # ended with nothing queued; the message below came while its process died
     item = QueuedMessage.objects.create(chat=chat, tenant=chat.tenant, owner=chat.owner, content="late", position=0,
                                         request={})
     assert queues_sweep() == 0  # too fresh: an ending may be starting it right now
@@ -179,7 +172,7 @@ def test_a_message_refused_when_its_turn_comes_is_marked_and_the_next_one_starts
     first = run_submit(chat=chat, content="one")
     a, b = _queue(chat, "two"), _queue(chat, "three")
     QueuedMessage.objects.filter(pk=a.pk).update(request={"model": "no-such-model"})
-    _finish(first)
+    finish_run(first)
     a.refresh_from_db()
     assert a.state == Q.REFUSED and "no-such-model" in a.error and a.run_id is None
     assert _started(b).user_message.content == "three"
@@ -203,7 +196,7 @@ def test_a_repeat_with_the_same_idempotency_key_is_queued_once(chat):
     first = run_submit(chat=chat, content="one")
     a = _queue(chat, "two", key="k1")
     assert _queue(chat, "two", key="k1").pk == a.pk and QueuedMessage.objects.count() == 1
-    _finish(first)
+    finish_run(first)
     run = _started(a)
     again = message_send_or_queue(ask=_ask(chat, "two", key="k1"))  # after it started: its run, replayed
     assert isinstance(again, Admitted) and again.replayed and again.run.pk == run.pk
@@ -215,7 +208,7 @@ def test_a_message_refused_for_good_stays_listed_with_why_until_retried_or_withd
     first = run_submit(chat=chat, content="one")
     a, b = _queue(chat, "two"), _queue(chat, "three")
     quota = TenantQuota.objects.create(tenant=chat.tenant, token_budget=1, period=TenantQuota.Period.MONTH)
-    _finish(first)  # its tokens use the budget up: the queue's turn comes, and the door refuses both
+    finish_run(first)  # its tokens use the budget up: the queue's turn comes, and the door refuses both
     for item in (a, b):
         item.refresh_from_db()
         assert item.state == Q.REFUSED and "budget" in item.error and item.run_id is None
@@ -243,11 +236,11 @@ def test_a_refusal_that_passes_leaves_the_message_waiting_with_why(chat):
     item = _queue(chat, "two")
     busy = run_submit(chat=ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool), content="elsewhere")
     TenantQuota.objects.create(tenant=chat.tenant, max_concurrent_runs=1)  # `busy` is the one run allowed
-    _finish(first)
+    finish_run(first)
     item.refresh_from_db()
     assert item.state == Q.QUEUED and "replies in progress" in item.error
     assert queue_of(chat=chat) == [item] and queued_places(chat=chat) == {item.pk: 1}
-    _finish(busy)
+    finish_run(busy)
     assert queue_advance(chat_id=chat.pk) == item  # the sweep's next advance
     assert _started(item).user_message.content == "two"
     item.refresh_from_db()
@@ -261,7 +254,7 @@ def test_a_message_sent_between_a_replys_end_and_the_queues_start_waits_behind_t
     first = run_submit(chat=chat, content="one")
     a = _queue(chat, "two")
     monkeypatch.setattr(advance, "queue_advance", lambda chat_id: None)  # the moment before the queue starts
-    _finish(first)
+    finish_run(first)
     monkeypatch.undo()
     assert not GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).exists()
 
@@ -273,5 +266,5 @@ def test_a_message_sent_between_a_replys_end_and_the_queues_start_waits_behind_t
         run_regenerate(chat=chat, message=first.assistant_message)
     assert other_turn.value.status == 409 and other_turn.value.code == "queue_waiting"
     assert GenerationRun.objects.count() == 2
-    _finish(second)
+    finish_run(second)
     assert _started(plain).user_message.parent_id == second.assistant_message_id

@@ -19,14 +19,20 @@ from chatsite.runs.services.queued import add, advance, edit
 from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import codec
 from chatsite.tenancy.models import Membership
-from tests.factories import ChatFactory, PoolFactory
+from tests.factories import ChatFactory, PoolFactory, queueing_pool
 from tests.runs.helpers import end_stream, xadd_tokens
-from tests.runs.test_queued import pool  # noqa: F401 (a fixture: a pool no worker serves)
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a run's end starts the queue after its commit
 Q = QueuedMessage.State
 
 DONE = codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1)
+
+
+@pytest.fixture
+def pool(db):
+    """A pool no worker serves, even with the live stack up in this session: these tests
+    commit, so their runs are dispatched, and they end the runs themselves."""
+    return queueing_pool("unserved")
 
 
 def _ask(chat, content, key="", **sampling):

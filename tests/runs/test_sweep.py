@@ -9,12 +9,20 @@ from chatsite.runs.models import GenerationRun
 from chatsite.runs.admission import run_submit
 from chatsite.runs.services import run_claim
 from chatsite.runs.services import sweep as sweep_module
-from chatsite.runs.services.sweep import runs_sweep
+from chatsite.runs.services.sweep import run_reconverge, runs_sweep
 from chatsite.runs.stream import codec, lease, log
-from tests.factories import ChatFactory
+from tests.factories import ChatFactory, queueing_pool
 from tests.runs.helpers import xadd_tokens
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pool(db):
+    """A pool no worker consumes: a run the sweep sends again stays in its queue. (Once a live
+    test started the session's fake workers, the flagship's would take the message and hold
+    the run's lease for a moment, though the run, not committed, is not there for it.)"""
+    return queueing_pool("sweep-pool")
 
 
 def orphan(chat, *parts, start=0):
@@ -57,6 +65,17 @@ def test_a_run_no_attempt_holds_is_dispatched_again_once_per_guard_window(chat):
     assert runs_sweep()["redispatched"] == 0  # the guard holds while the dispatch is in flight
     run.refresh_from_db()
     assert run.status == "running"
+
+
+def test_a_run_whose_next_attempt_lapsed_too_is_dispatched_again_at_once(chat):
+    """The guard is the dispatch's, not the run's: once an attempt took the run, that attempt
+    lapsing (its worker paused again) sends the run again within the same guard window."""
+    run = orphan(chat, "a")
+    assert run_reconverge(run_id=run.pk) == "redispatched"
+    claim = run_claim(run_id=run.pk, worker="paused-again")  # attempt 2 took it, then lapsed
+    lease.release(run.pk, claim.lease_token)
+    assert run_reconverge(run_id=run.pk) == "redispatched"
+    assert run_reconverge(run_id=run.pk) is None  # that dispatch is in flight: guarded
 
 
 def test_one_run_that_cannot_be_handled_does_not_stop_the_sweep(chat, tenant, user, pool, monkeypatch):

@@ -6,6 +6,7 @@ import threading
 import time
 
 import httpx
+from django.conf import settings
 from django.middleware.csrf import _get_new_csrf_string
 from django.test import Client
 
@@ -14,6 +15,10 @@ from chatsite.chats.models import Message
 from chatsite.redis_client import get_redis
 from chatsite.runs.stream import codec
 from chatsite.runs.models import GenerationRun
+
+# How soon a revoked credential's streams end: the check interval, plus time for a loaded
+# machine (the tests print the figure seen).
+ENDS_WITHIN = settings.CHATSITE["SSE_REVOCATION_CHECK_SECONDS"] + 5
 
 
 def open_run(chat, text: str = "so far") -> GenerationRun:
@@ -25,6 +30,13 @@ def open_run(chat, text: str = "so far") -> GenerationRun:
                                        pool=chat.pool, seed=1, max_tokens=50)
     get_redis().xadd(redis_keys.run_stream(run.pk), codec.token_fields(seq=0, n=1, text=text, attempt=1))
     return run
+
+
+def events_url(live_url, headers, run_id) -> str:
+    """The run's events URL with the short-lived token the API hands out to `headers`' credential."""
+    resp = httpx.get(f"{live_url}/api/runs/{run_id}/", headers=headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    return live_url + resp.json()["events_url"]
 
 
 def session_headers(user) -> dict:

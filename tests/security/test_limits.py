@@ -141,7 +141,7 @@ def test_a_streamed_post_without_a_free_slot_answers_its_run_then_the_error(capp
     from chatsite import redis_keys
     from chatsite.redis_client import get_redis
     from chatsite.runs.models import GenerationRun
-    from tests.api.test_streamed_post import stream_post
+    from tests.api.helpers import stream_post
 
     _, _, url = capped_web
     run = open_run(chat)

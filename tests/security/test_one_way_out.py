@@ -14,8 +14,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.models import ApiKey
 from tests import stack
 from tests.factories import queueing_pool
-from tests.security.helpers import OpenStream, open_run, session_headers
-from tests.tenancy.test_revocation import ENDS_WITHIN, _events_url
+from tests.security.helpers import ENDS_WITHIN, OpenStream, events_url, open_run, session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,7 +138,7 @@ def test_v1_and_api_streams_share_the_users_cap_and_a_refused_v1_stream_admits_n
 def test_a_password_change_ends_the_other_sessions_streams_and_their_tokens(live_url, chat):
     run = open_run(chat)
     other = session_headers(chat.owner)  # a session on another device
-    token_url = _events_url(live_url, other, run.pk)  # a token it minted
+    token_url = events_url(live_url, other, run.pk)  # a token it minted
     with OpenStream(f"{live_url}/events", headers=other) as window, \
             OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=other) as by_cookie, \
             OpenStream(token_url) as by_token:

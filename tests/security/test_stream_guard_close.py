@@ -69,7 +69,8 @@ def test_a_cancelled_close_still_frees_the_slot_and_keeps_the_connection(monkeyp
 def test_a_stream_cancelled_while_it_is_admitted_gives_the_slot_back(monkeypatch):
     """A client that hangs up while its stream's admission waits for Redis: the slot the
     admission took there is given back once the reply comes, not held until it expires."""
-    grant = Grant(run_id=1, chat_id=2, tenant_id=3, user_id=5, credential="", since=time.time())
+    base = 3 * 10**12 + int(time.time() * 1000) % 10**9  # ids no test object has (as above)
+    grant = Grant(run_id=base, chat_id=base, tenant_id=base, user_id=base, credential="", since=time.time())
     slots = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
     call = StreamGuard._call
 
@@ -122,3 +123,83 @@ def test_an_sse_response_closes_its_body_when_the_client_hangs_up_during_a_send(
         return list(closed)
 
     assert asyncio.run(run()) == [True]  # closed before send_response returned, not by the collector
+
+
+@pytest.mark.django_db(transaction=True)  # the first admission may rebuild the revocation markers
+def test_a_releaser_whose_write_is_stuck_is_replaced_by_the_next_release(monkeypatch):
+    """Redis stops taking the releaser's writes (its connection's buffer full): the next
+    stream's slot is not stuck behind them; the release that finds the batch older than
+    CLOSE_TIMEOUT_SECONDS starts afresh, and the stuck batch's slot expires on its own."""
+    from chatsite.tenancy import stream_guard
+    monkeypatch.setattr(stream_guard, "CLOSE_TIMEOUT_SECONDS", 0.2)
+    # ids no test object has (another test's revocation of a user, a tenant or a chat would refuse the slots)
+    base = 2 * 10**12 + int(time.time() * 1000) % 10**9
+    grant = Grant(run_id=base, chat_id=base, tenant_id=base, user_id=base, credential="", since=time.time())
+    slots = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
+    stuck = {"next": False, "writes": 0}
+    send = AbstractConnection.send_packed_command
+
+    async def maybe_stuck(self, *args, **kwargs):
+        if stuck["next"]:  # this write never completes
+            stuck["next"], stuck["writes"] = False, stuck["writes"] + 1
+            await asyncio.sleep(3600)
+        return await send(self, *args, **kwargs)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", maybe_stuck)
+
+    async def run():
+        warm = await StreamGuard.admit(grant)
+        warm.close()
+        await asyncio.sleep(0.05)  # the releaser's connection is open (and told to send no replies)
+        first, second = await StreamGuard.admit(grant), await StreamGuard.admit(grant)
+        first_slot = first._slot_id
+        stuck["next"] = True
+        first.close()
+        await asyncio.sleep(0.3)
+        assert stuck["writes"] == 1 and get_redis().zcard(slots) == 2  # its ZREM never left
+        second.close()  # the releaser is stuck: this release starts another
+        await asyncio.sleep(0.2)
+        assert get_redis().zrange(slots, 0, -1) == [first_slot]  # held until it expires (SLOT_TTL)
+        await get_async_redis().aclose()
+
+    try:
+        asyncio.run(run())
+    finally:
+        get_redis().delete(slots)
+
+
+@pytest.mark.django_db(transaction=True)  # the first admission may rebuild the revocation markers
+def test_a_redis_that_refuses_reply_off_gets_its_answers_read(monkeypatch, caplog):
+    """A Redis whose ACL refuses CLIENT REPLY OFF: the releaser says so, reads each answer
+    (none is left unread on its connection), and gives every slot back all the same."""
+    from chatsite.tenancy import stream_guard
+    monkeypatch.setattr(stream_guard, "_REPLY_OFF", b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nNOPE\r\n")
+    base = 4 * 10**12 + int(time.time() * 1000) % 10**9  # ids no test object has (as above)
+    grant = Grant(run_id=base, chat_id=base, tenant_id=base, user_id=base, credential="", since=time.time())
+    slots = redis_keys.sse_streams(grant.tenant_id, grant.user_id)
+    answers = []
+    read = AbstractConnection.read_response
+
+    async def reading(self, *args, **kwargs):
+        answers.append(await read(self, *args, **kwargs))
+        return answers[-1]
+
+    monkeypatch.setattr(AbstractConnection, "read_response", reading)
+
+    async def run():
+        for _ in range(3):
+            guards = [await StreamGuard.admit(grant) for _ in range(2)]
+            assert get_redis().zcard(slots) == 2
+            for guard in guards:
+                guard.close()
+            await asyncio.sleep(0.05)
+            assert get_redis().zcard(slots) == 0
+        releaser = stream_guard._releaser()
+        await asyncio.sleep(0.05)
+        assert not releaser._task.done()  # no unexpected answer broke it
+        await get_async_redis().aclose()
+
+    answers.clear()
+    asyncio.run(run())
+    assert "refused CLIENT REPLY OFF" in caplog.text
+    assert answers.count(1) == 6  # each ZREM's answer read (the admissions' answers are lists)

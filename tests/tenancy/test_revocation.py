@@ -10,19 +10,10 @@ from django.conf import settings
 
 from chatsite.tenancy.models import ApiKey, Membership
 from tests.runs.helpers import post_message, wait_terminal
-from tests.security.helpers import OpenStream, open_run, session_headers
+from tests.security.helpers import ENDS_WITHIN, OpenStream, events_url, open_run, session_headers
 from tests.sse import read_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# The check interval, plus time for a loaded machine (the figure seen is printed).
-ENDS_WITHIN = settings.CHATSITE["SSE_REVOCATION_CHECK_SECONDS"] + 5
-
-
-def _events_url(live_url, headers, run_id) -> str:
-    resp = httpx.get(f"{live_url}/api/runs/{run_id}/", headers=headers, timeout=10)
-    assert resp.status_code == 200, resp.text
-    return live_url + resp.json()["events_url"]
 
 
 def _assert_ended(stream: OpenStream, name: str, revoked_at: float) -> float:
@@ -38,7 +29,7 @@ def _assert_ended(stream: OpenStream, name: str, revoked_at: float) -> float:
 
 def test_revoking_a_key_ends_the_streams_opened_with_it_and_its_tokens(live_url, chat, auth):
     run = open_run(chat)
-    token_url = _events_url(live_url, auth, run.pk)
+    token_url = events_url(live_url, auth, run.pk)
     with OpenStream(token_url) as by_token, \
             OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=auth) as by_key:
         assert by_token.status == by_key.status == 200 and not by_key.ended.is_set()
@@ -54,7 +45,7 @@ def test_revoking_a_key_ends_the_streams_opened_with_it_and_its_tokens(live_url,
 def test_signing_out_ends_that_sessions_streams_and_only_those(live_url, chat, auth):
     run = open_run(chat)
     session = session_headers(chat.owner)
-    token_url = _events_url(live_url, session, run.pk)  # a token issued to the session, as the web page gets
+    token_url = events_url(live_url, session, run.pk)  # a token issued to the session, as the web page gets
     with OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=session) as by_cookie, \
             OpenStream(token_url) as by_token, \
             OpenStream(f"{live_url}/api/runs/{run.pk}/events", headers=auth) as by_key:

@@ -171,41 +171,59 @@ def test_a_request_runs_on_one_leased_thread_and_the_next_request_reuses_it():
     async def run():
         handler = OneHopASGIHandler()
         await _login_page(handler)
-        first_executor = list(handler._idle_threads)
         await _login_page(handler)
         sequential = list(seen)
         seen.clear()
         await asyncio.gather(_login_page(handler), _login_page(handler))
-        return sequential, first_executor, list(handler._idle_threads)
+        concurrent = list(seen)
+        seen.clear()
+        await _login_page(handler)
+        return sequential, concurrent, list(seen)
 
     request_started.connect(started)
     request_finished.connect(finished)
     try:
-        sequential, first_executor, idle_at_end = _run(run())
+        sequential, concurrent, after = _run(run())
     finally:
         request_started.disconnect(started)
         request_finished.disconnect(finished)
     assert [what for what, _ in sequential] == ["started", "finished"] * 2, sequential
     assert len({ident for _, ident in sequential}) == 1, sequential  # one thread for both requests
-    assert len({ident for _, ident in seen}) == 2, seen  # concurrent requests: a thread each
-    # The sequential requests' thread is one of the two; the second executor was made once.
-    # (Counted by executor, not threading.active_count(): other tests' threads may end meanwhile.)
-    assert sequential[0][1] in {ident for _, ident in seen}, (sequential, seen)
-    assert len(first_executor) == 1 and len(idle_at_end) == 2 and first_executor[0] in idle_at_end
+    both = {ident for _, ident in concurrent}
+    assert len(both) == 2, concurrent  # concurrent requests: a thread each
+    assert sequential[0][1] in both, (sequential, concurrent)  # the first one's thread, and one more
+    assert len({ident for _, ident in after}) == 1 and after[0][1] in both, after  # kept: no thread started
 
 
 def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
+    import threading
+    import time
+
+    from django.core.signals import request_started
+
     from chatsite.edge import handler
 
     monkeypatch.setattr(handler, "IDLE_THREADS_KEPT", 2)
+    burst: set[int] = set()
+
+    def started(**kwargs):
+        burst.add(threading.get_ident())
 
     async def run():
         handler = OneHopASGIHandler()
         await asyncio.gather(*(_login_page(handler) for _ in range(5)))
-        return handler._idle_threads
+        return handler  # held: its kept threads live as long as it does
 
-    kept = _run(run())
-    assert len(kept) == 2
+    request_started.connect(started)
+    try:
+        kept_by = _run(run())
+    finally:
+        request_started.disconnect(started)
+    assert len(burst) == 5  # a thread each
+    deadline = time.monotonic() + 5
+    while len(burst & {t.ident for t in threading.enumerate()}) > 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the ones past the kept number end once their request is done
+    assert len(burst & {t.ident for t in threading.enumerate()}) == 2 and kept_by is not None
 
 
 def _most_hops_at_once(monkeypatch, limit: int, requests: int = 5) -> int:
@@ -321,11 +339,13 @@ def test_signals_hop_while_a_database_connection_is_open():
 def test_the_handler_is_read_against_the_django_it_runs_on():
     """chatsite/edge/handler.py keeps Django 5.2's ASGIHandler.handle, edited;
     chatsite/edge/flat_middleware.py runs Django's middleware chain flat and vets Django's
-    own middleware for running on the event loop (DJANGO_INLINE_SAFE): all were read
-    against Django 5.2. On another Django this fails, so that they are read again
+    own middleware for running on the event loop (DJANGO_INLINE_SAFE); chatsite/edge/signals.py
+    reads a signal's live receivers through Django's private Signal._live_receivers: all were
+    read against Django 5.2. On another Django this fails, so that they are read again
     (measured, the copy saves a third of a run's web instructions: docs/architecture.md)."""
     import django
     from django.conf import settings
+    from django.core import signals
 
     from chatsite.edge.flat_middleware import DJANGO_INLINE_SAFE, FlatMiddleware
 
@@ -335,6 +355,8 @@ def test_the_handler_is_read_against_the_django_it_runs_on():
     assert flat.inline_safe  # every middleware settings.MIDDLEWARE loads is vetted or says it is safe
     loaded = {f"{type(mw).__module__}.{type(mw).__qualname__}" for mw in flat.layers}
     assert loaded >= DJANGO_INLINE_SAFE & set(settings.MIDDLEWARE)
+    sync, asynchronous = signals.request_finished._live_receivers(OneHopASGIHandler)  # signals.signal_inline's read
+    assert isinstance(sync, list) and isinstance(asynchronous, list) and all(callable(r) for r in sync)
 
 
 def test_an_api_clients_rendered_response_takes_no_hop_and_one_to_render_takes_one(monkeypatch):

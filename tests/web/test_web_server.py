@@ -9,7 +9,6 @@ import sys
 import time
 
 import httpx
-import openai
 import pytest
 
 from chatsite.runs.models import GenerationRun
@@ -17,6 +16,7 @@ from tests import stack
 from tests.faults.client import follow_in_thread
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import read_events, text_of
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,7 +41,7 @@ def test_a_reply_streams_through_rest_sse_and_resumes(uvicorn_url, fake_workers,
 
 
 def test_a_chat_completion_streams_through_v1(uvicorn_url, fake_workers, pool, api_key):
-    client = openai.OpenAI(base_url=f"{uvicorn_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    client = v1_client(uvicorn_url, api_key)
     chunks = list(client.chat.completions.create(
         model="flagship", messages=[{"role": "user", "content": "Say hello."}], max_tokens=8, stream=True,
         stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))

@@ -21,6 +21,9 @@ class CompletionStream:
         self.prompt = [0] * len(runs)  # each choice's prompt tokens, once known
         self.cached = [0] * len(runs)
         self.open = len(runs)  # choices not finished
+        # No token ids and no usage on each chunk asked for: once a choice's first entry has said its
+        # prompt's details, its chunks are its pieces (every token of a plain call takes this way).
+        self.plain = not (self.extras.ids or self.extras.continuous)
 
     def opening(self) -> list[dict]:
         """Every choice's opening chunks, sent at once with the headers."""
@@ -40,6 +43,8 @@ class CompletionStream:
             self.chars[index] += len(entry.text)
         else:
             pieces = self.shape.pieces(self.run, entry.text, self.include_usage, index)
+        if self.plain and self.extras.prompted[index]:
+            return pieces
         return self.extras.entry(pieces, index, extra, self._so_far(index))
 
     def done(self, index: int, entry: Entry) -> list[dict]:

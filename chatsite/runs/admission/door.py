@@ -26,10 +26,9 @@ from chatsite.runs.admission.ask import Admitted, Ask, NewChat, Send
 from chatsite.runs.admission.plan import Plan, plan as plan_turn
 from chatsite.runs.dispatch import run_dispatch_choices
 from chatsite.runs.services.availability import refuse_if_no_worker
-from chatsite.runs.services.finalize import run_finalize
+from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.runs.services.shedding import shed_if_overloaded
 from chatsite.runs.store import choices as store_choices, turns as store_turns
-from chatsite.runs.stream import log as stream_log
 
 
 def run_admit(ask: Ask) -> Admitted:
@@ -56,9 +55,8 @@ def run_admit(ask: Ask) -> Admitted:
         except write.ReplyInProgress as busy:
             # The previous reply's stream has ended but its worker has not saved it yet (the
             # terminal entry comes first): save it here (idempotent), then admit this turn.
-            if not stream_log.has_ended(busy.run_id):
+            if not run_finalize_if_ended(run_id=busy.run_id):
                 raise
-            run_finalize(run_id=busy.run_id)
             return _admit_once(ask, plan, quota, key, asked)
         except IntegrityError:  # a call with the same key committed first
             earlier = idempotency.earlier(ask, key, asked) if key else None
@@ -82,7 +80,8 @@ def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Adm
     chat, tenant = plan.chat, ask.caller.tenant
     with transaction.atomic():
         if not plan.new:
-            write.lock(plan, ask)
+            if not ask.from_queue:  # queue_advance locked the chat before the plan read it: held, and read under it
+                write.lock(plan, ask)
             # A repeat with the same key may have committed while this one waited for the lock.
             if key and (earlier := idempotency.earlier(ask, key, asked_digest)) is not None:
                 return _replayed(earlier)
@@ -104,7 +103,7 @@ def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Adm
         # No worker can have served a chat this transaction made, and one choice pins none
         # (several are pinned together before dispatch): the router need not ask Redis.
         pinned = not (plan.new and ask.choices == 1)
-        # The reply the prompt starts with, as the worker reads its kept ids (store.tokens.tokens_builds_on):
+        # The reply the prompt starts with, whose kept ids the worker reads with its claim (store.claim):
         # the router sends the run where they are cached.
         builds_on = plan.continued.pk if plan.continued is not None else asked.parent_id
         transaction.on_commit(lambda: run_dispatch_choices(runs, pinned=pinned, builds_on=builds_on))

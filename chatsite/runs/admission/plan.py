@@ -18,6 +18,7 @@ from chatsite.runs.admission.ask import UNSET, Ask, Branch, InChat, Regenerate, 
 from chatsite.runs.choices import MAX_CHOICES
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.queues import TIERS
+from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.runs.store import reads
 from chatsite.runs.store.queue import QueueCounts
 from chatsite.runs.validation import Sampling, clean_sampling
@@ -142,6 +143,10 @@ def _send(ask, chat, new, history, pool, queue, extra) -> Plan:
 
 def _continue(ask, chat, new, history, queue, message, extra) -> Plan:
     first = GenerationRun.objects.filter(assistant_message=message).select_related("pool").first()
+    if first is not None and first.status in GenerationRun.ACTIVE and run_finalize_if_ended(run_id=first.pk):
+        # Its end reached the page before its worker saved it: saved here, as the door saves a busy chat's.
+        first = GenerationRun.objects.select_related("pool").get(pk=first.pk)
+        message.refresh_from_db()
     if first is None or first.finish_reason != "length":
         raise InvalidInput("only a reply that stopped at the length limit can be continued", field="message")
     if message.replaced_by_id is not None:

@@ -8,19 +8,29 @@ from chatsite.pools.health import STALE_SECONDS, pool_has_live_worker
 from chatsite.runs.models import GenerationRun
 
 NO_WORKER_RETRY_SECONDS = 10  # a worker restarting beats again within seconds; a cold start takes longer
-# A memo on the pool row object, so that admission and the run's representation in
-# the same request share one Redis read; it holds for a second (rows can outlive a request).
-_LIVE = "_live_worker_memo"
+# The pools this process last saw a live worker of, and when (monotonic): one Redis read a MEMO_SECONDS
+# per pool, not one per admission. Only "live" is kept: a pool seen without one is asked again next time
+# (the rare path), so a worker that just started counts at once; one whose last worker stopped is
+# believed live for at most a second more (its runs then wait in the queue, as they would have).
 MEMO_SECONDS = 1.0
+_seen_live: dict[str, float] = {}
 
 
 def _live(pool) -> bool:
-    memo = getattr(pool, _LIVE, None)
     now = time.monotonic()
-    if memo is None or now - memo[0] > MEMO_SECONDS:
-        memo = (now, pool_has_live_worker(pool.name))
-        setattr(pool, _LIVE, memo)
-    return memo[1]
+    seen = _seen_live.get(pool.name)
+    if seen is not None and now - seen < MEMO_SECONDS:
+        return True
+    if pool_has_live_worker(pool.name):
+        _seen_live[pool.name] = now
+        return True
+    _seen_live.pop(pool.name, None)
+    return False
+
+
+def forget_memos() -> None:
+    """Forget the pools seen live (tests that stop a pool's workers)."""
+    _seen_live.clear()
 
 
 def refuse_if_no_worker(pool) -> None:
@@ -38,5 +48,5 @@ def refuse_if_no_worker(pool) -> None:
 
 def run_waiting_for_worker(run: GenerationRun) -> bool:
     """Whether a queued run waits for its pool's first worker (none is live yet).
-    No Redis read for a run past the queue, nor after admission already looked."""
+    No Redis read for a run past the queue, nor within MEMO_SECONDS of a look that found one."""
     return run.status == GenerationRun.Status.QUEUED and not _live(run.pool)

@@ -54,6 +54,19 @@ def runs_sweep() -> dict:
     return counts
 
 
+def run_reconverge(*, run_id: int) -> str | None:
+    """The sweep's rule for one run, at once: for a worker that stopped a run because its
+    own lease on it lapsed (it was paused, or cut off from Redis, past the lease). Nothing
+    when a live attempt holds it now or it has ended; else finalized (its stream ended) or
+    dispatched again (once per guard window, shared with the sweep): it goes on without
+    waiting for the beat's next sweep. Returns the sweep's outcome, or None."""
+    run = (GenerationRun.objects.select_related("pool")
+           .filter(pk=run_id, status__in=GenerationRun.ACTIVE).first())
+    if run is None:
+        return None
+    return _sweep_one(get_redis(), run, lease.states([run.pk])[run.pk])
+
+
 def _sweep_one(r, run: GenerationRun, state: str | None) -> str | None:
     if lease.is_ended(state):  # its stream ended; its worker died before saving it
         return "finalized" if run_finalize(run_id=run.pk) is not None else None
@@ -72,8 +85,8 @@ def _sweep_one(r, run: GenerationRun, state: str | None) -> str | None:
         finally:
             run_release(run_id=run.pk, lease_token=claim.lease_token)
         return "failed"
-    # One re-dispatch per guard window, however often the sweep runs.
-    if r.set(redis_keys.run_redispatch_guard(run.pk), "1", nx=True, ex=REDISPATCH_GUARD_SECONDS):
+    # One re-dispatch per attempt and guard window, however often the sweep runs.
+    if r.set(redis_keys.run_redispatch_guard(run.pk, run.attempt), "1", nx=True, ex=REDISPATCH_GUARD_SECONDS):
         logger.warning("run %s (%s) has no live attempt; dispatching it again", run.pk, run.status)
         run_dispatch(run, affinity=False)  # its pinned worker is the one that died
         return "redispatched"

@@ -52,9 +52,8 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
             if (ended := access_ended(head)) is not None:
                 _refuse(head, ended)
                 continue
-            try:
-                with transaction.atomic():
-                    admitted = run_admit(ask_of(head))
+            try:  # a refusal writes nothing: the door's own savepoint rolls back whatever it began
+                admitted = run_admit(ask_of(head))
             except ReplyInProgress:
                 return None
             except ServiceError as refused:
