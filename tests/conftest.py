@@ -57,11 +57,13 @@ def _fresh_logs():
 
 @pytest.fixture(autouse=True)
 def _no_shedding_memo():
-    """Admission's shedding reads a pool's finished runs and its workers' slots at most once a
-    second per process (chatsite.runs.services.shedding): a test starts without another's."""
-    from chatsite.runs.services.shedding import forget_memos
+    """Admission reads a pool's finished runs, its workers' slots (chatsite.runs.services.shedding)
+    and whether it has a live worker (availability) at most once a second per process: a test
+    starts without another's."""
+    from chatsite.runs.services import availability, shedding
 
-    forget_memos()
+    shedding.forget_memos()
+    availability.forget_memos()
 
 
 @pytest.fixture(scope="session")

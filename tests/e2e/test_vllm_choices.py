@@ -1,16 +1,16 @@
 """n choices on the real engine: one vLLM request per choice, each with its own seed,
 streamed interleaved and saved byte for byte."""
-import openai
 import pytest
 
 from tests.conftest import VLLM_POOL
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
 
 
 def test_three_choices_from_vllm_differ_and_stream_as_saved(live_url, vllm_pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    client = v1_client(live_url, api_key, timeout=180)
     ask = {"model": VLLM_POOL, "max_tokens": 24, "temperature": 1.0, "seed": 3, "n": 3,
            "messages": [{"role": "user", "content": "Name a fruit and say why you like it."}]}
     chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))

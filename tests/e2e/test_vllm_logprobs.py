@@ -3,11 +3,11 @@
 streamed and whole, and /v1/completions its legacy shape."""
 import math
 
-import openai
 import pytest
 
 from tests.conftest import VLLM_POOL
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
 
@@ -22,7 +22,7 @@ def _check_real(item, k: int):
 
 
 def test_real_logprobs_greedy_and_streamed(live_url, vllm_pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    client = v1_client(live_url, api_key, timeout=180)
     out = client.chat.completions.create(model=VLLM_POOL, messages=ASK, max_tokens=16, temperature=0.0,
                                          logprobs=True, top_logprobs=5)
     run = wait_terminal(int(out.id.removeprefix("chatcmpl-")), timeout=120)

@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import VLLM_POOL
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
 
@@ -17,7 +18,7 @@ SCHEMA = {"type": "object", "additionalProperties": False, "required": ["capital
 
 
 def test_a_json_schema_reply_parses_and_validates(live_url, vllm_pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    client = v1_client(live_url, api_key, timeout=180)
     out = client.chat.completions.create(
         model=VLLM_POOL, max_tokens=120, temperature=0.0,
         messages=[{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
@@ -38,7 +39,7 @@ def _ask(client, schema: dict, **extra):
 
 
 def test_the_pattern_that_stalled_a_pool_is_a_400_before_the_engine(live_url, vllm_pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    client = v1_client(live_url, api_key)
     stalling = {"type": "object", "properties": {"a": {"type": "string", "pattern": r"^(\w{1,99}\s?){1,999}$"}}}
     with pytest.raises(openai.BadRequestError) as info:  # issue 44 item 1: 10-20 s a token, every run waiting
         _ask(client, stalling)
@@ -46,7 +47,7 @@ def test_the_pattern_that_stalled_a_pool_is_a_400_before_the_engine(live_url, vl
 
 
 def test_a_schema_the_engine_refuses_is_a_400_not_a_500(live_url, vllm_pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    client = v1_client(live_url, api_key, timeout=180)
     # Python's re reads {,3} (admission takes it); xgrammar and guidance both refuse it (issue 44 item 9).
     schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a{,3}$"}}}
     with pytest.raises(openai.BadRequestError) as info:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import VLLM_POOL
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
 
@@ -22,7 +23,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 
 
 def test_a_named_function_call_has_arguments_matching_its_schema(live_url, vllm_pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    client = v1_client(live_url, api_key, timeout=180)
     out = client.chat.completions.create(
         model=VLLM_POOL, max_tokens=80, temperature=0.0, tools=TOOLS,
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
@@ -50,7 +51,7 @@ class GetWeather(pydantic.BaseModel):
 
 
 def _client(live_url, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    return v1_client(live_url, api_key, timeout=180)
 
 
 def test_a_required_call_of_a_pydantic_tool_with_definitions_is_valid(live_url, vllm_pool, api_key):

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import VLLM_POOL
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.vllm]
 
@@ -18,7 +19,7 @@ ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
 @pytest.fixture
 def client(live_url, vllm_pool, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=180)
+    return v1_client(live_url, api_key, timeout=180)
 
 
 def _ids(out) -> list[int]:

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests import stack
-from tests.factories import PoolFactory
+from tests.factories import ChatFactory, PoolFactory
 
 POOL = "faults"
 
@@ -84,3 +84,10 @@ def fault_stack(fault_env):
 @pytest.fixture
 def fault_redis_client(fault_redis):
     return redis.Redis.from_url(fault_redis.url, decode_responses=True)
+
+
+@pytest.fixture
+def chat(tenant, user):
+    """A chat on the fault stacks' pool (for every fault module: it replaces the session's flagship chat)."""
+    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL, max_output_tokens=2000,
+                                                                   context_length=4096))

@@ -1,11 +1,29 @@
 """Checks every fault test makes: one terminal state, byte-identical text everywhere."""
 import time
 
+import httpx
+
 from chatsite import redis_keys
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec
 from chatsite.runs.stream.log import rebuild
+from tests import stack
+from tests.faults.conftest import POOL
 from tests.runs.helpers import wait_terminal  # noqa: F401 (the fault tests import it from here too)
+
+
+def post(base, auth, chat_id, **body):
+    """A message posted through web `base` (a question long replies can follow); its run, once accepted."""
+    resp = httpx.post(f"{base}/api/chats/{chat_id}/messages/", headers=auth,
+                      json={"content": "Tell me about loops.", **body}, timeout=30)
+    assert resp.status_code == 202, resp.text
+    return resp.json()["run"]
+
+
+def replace_worker(fault_stack, name):
+    """The worker `name` stopped and a fresh one started under its name: the next test finds two again."""
+    fault_stack["workers"][name].stop(timeout=5)
+    fault_stack["workers"][name] = stack.start_worker(fault_stack["env"], pool=POOL, name=name)
 
 
 def holder_of(run_id: int, timeout: float = 20) -> str:

@@ -14,8 +14,7 @@ from tests import stack
 from tests.factories import ChatFactory, PoolFactory
 from tests.faults.client import follow_in_thread
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost
-from tests.faults.test_worker_faults import post, replace_worker
+from tests.faults.helpers import assert_nothing_lost, post, replace_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

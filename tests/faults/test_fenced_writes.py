@@ -12,8 +12,7 @@ import pytest
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.stream import codec
 from tests.faults.client import follow_in_thread
-from tests.faults.helpers import assert_nothing_lost, holder_of, stream_entries
-from tests.faults.test_worker_faults import chat, post, replace_worker  # noqa: F401 (chat: fixture)
+from tests.faults.helpers import assert_nothing_lost, holder_of, post, replace_worker, stream_entries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,17 +10,11 @@ import pytest
 from django.db import connection
 
 from chatsite.runs.models import GenerationRun
-from tests.factories import ChatFactory, PoolFactory
 from tests.faults.client import follow_in_thread
 from tests.faults.conftest import POOL
 from tests.faults.helpers import assert_nothing_lost
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def chat(tenant, user):
-    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096))
 
 
 def own_pid() -> int:

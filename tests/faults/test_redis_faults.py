@@ -4,17 +4,10 @@ import time
 import httpx
 import pytest
 
-from tests.factories import ChatFactory, PoolFactory
 from tests.faults.client import follow_in_thread
-from tests.faults.conftest import POOL
 from tests.faults.helpers import assert_nothing_lost
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def chat(tenant, user):
-    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096))
 
 
 def start_run(fault_stack, auth, chat, tokens=300):

@@ -9,36 +9,19 @@ import pytest
 from chatsite.chats.models import QueuedMessage
 from chatsite.runs.models import GenerationRun
 from tests import stack
-from tests.factories import ChatFactory, PoolFactory
+from tests.factories import ChatFactory
 from tests.faults.client import follow, follow_in_thread
 from tests.faults.conftest import POOL
-from tests.faults.helpers import assert_nothing_lost, holder_of, stream_entries, wait_terminal
+from tests.faults.helpers import assert_nothing_lost, holder_of, post, replace_worker, stream_entries, wait_terminal
 from tests.faults.hosts.probes import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def chat(tenant, user):
-    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096))
-
-
-def post(base, auth, chat_id, **body):
-    resp = httpx.post(f"{base}/api/chats/{chat_id}/messages/", headers=auth,
-                      json={"content": "Tell me about loops.", **body}, timeout=30)
-    assert resp.status_code == 202, resp.text
-    return resp.json()["run"]
 
 
 def wait_tokens(box_thread_result, n, timeout=20):
     end = time.monotonic() + timeout
     while time.monotonic() < end and len(box_thread_result) < n:
         time.sleep(0.01)
-
-
-def replace_worker(fault_stack, name):
-    fault_stack["workers"][name].stop(timeout=5)
-    fault_stack["workers"][name] = stack.start_worker(fault_stack["env"], pool=POOL, name=name)
 
 
 @pytest.mark.parametrize("kill_after_tokens", [random.Random(7).randint(5, 150), random.Random(8).randint(5, 150)])

@@ -14,6 +14,7 @@ from chatsite.pools.models import ModelPool
 from inference.chat_templates import SMOLLM2_TOOLS
 from tests.factories import PoolFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +27,7 @@ PLACE = {"type": "object", "properties": {"city": {"type": "string"}}, "required
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     PoolFactory(name="small")
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(completion_id: str):

@@ -13,6 +13,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.services import api_key_create
 from tests.factories import TenantFactory, UserFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +22,7 @@ ASK = {"model": "flagship", "messages": [{"role": "user", "content": "What does 
 
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 @pytest.fixture(autouse=True)
@@ -234,7 +235,7 @@ def test_another_tenants_key_never_reaches_a_tenants_choices(client, live_url):
     mine = client.chat.completions.create(**ASK, n=3, extra_headers={"Idempotency-Key": "shared"})
     other_tenant = TenantFactory()
     _, secret = api_key_create(user=UserFactory(tenant=other_tenant), tenant=other_tenant, name="b")
-    other = openai.OpenAI(base_url=f"{live_url}/v1", api_key=secret, max_retries=0, timeout=60)
+    other = v1_client(live_url, secret)
     theirs = other.chat.completions.create(**ASK, n=3, extra_headers={"Idempotency-Key": "shared"})
     assert theirs.id != mine.id and GenerationRun.objects.count() == 6
     assert {r.tenant_id for r in _runs(theirs.id)} == {other_tenant.pk}

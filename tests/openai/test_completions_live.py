@@ -10,6 +10,7 @@ from chatsite.chats.models import Message
 from chatsite.runs.models import GenerationRun
 from tests.factories import PoolFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,7 +23,7 @@ QUESTION = [{"role": "system", "content": "You are terse."},
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     PoolFactory(name="small")
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(completion_id: str) -> GenerationRun:

@@ -11,6 +11,7 @@ from inference.chat_templates import SMOLLM2_TOOLS
 from inference.fake_backend import REFUSE_MARKER
 from tests.api.helpers import row_counts
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +38,7 @@ def _tool(parameters: dict, description: str = "The weather") -> list[dict]:
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     ModelPool.objects.filter(pk=pool.pk).update(chat_template=SMOLLM2_TOOLS)
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=30)
+    return v1_client(live_url, api_key, timeout=30)
 
 
 STRING = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}

@@ -6,6 +6,7 @@ import pytest
 from chatsite.runs.models import GenerationRun
 from tests.api.helpers import assert_openai_error, key_client, row_counts
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 LONG = "lorem ipsum " * 200  # ~800 estimated tokens: the pool's 1,024 hold one of them with a reply, not two
 
@@ -49,7 +50,7 @@ def test_the_worker_refuses_what_admission_underestimated(live_url, fake_workers
     the room left by max_tokens 320; the real template takes more, and the worker ends
     the run with context_length_exceeded instead of dropping the oldest."""
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": "hello world!"} for i in range(81)]
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    client = v1_client(live_url, api_key)
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="flagship", messages=messages, max_tokens=320)
     assert info.value.body["code"] == "context_length_exceeded"

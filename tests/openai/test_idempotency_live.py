@@ -11,6 +11,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.services import api_key_create
 from tests.factories import TenantFactory, UserFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +20,7 @@ BODY = {"model": "flagship", "messages": [{"role": "user", "content": "What does
 
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _post(live_url, api_key, body, key, stream=False):

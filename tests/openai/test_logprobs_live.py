@@ -11,6 +11,7 @@ from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 from chatsite.runs.models import GenerationRun
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +21,7 @@ PROMPT = "def fibonacci(n):\n    "
 
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(any_id: str) -> GenerationRun:

@@ -4,12 +4,12 @@ import re
 import time
 
 import httpx
-import openai
 import pytest
 
 from chatsite.openai_api.ratelimit import duration
 from chatsite.quotas.models import TenantQuota, TenantUsage
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,7 +59,7 @@ def test_headers_count_requests_and_tokens(live_url, fake_workers, pool, api_key
 
 
 def test_only_the_limits_the_tenant_has(live_url, fake_workers, pool, api_key, tenant):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    client = v1_client(live_url, api_key)
     raw = client.chat.completions.with_raw_response.create(**BODY)
     assert not [name for name in raw.headers if name.startswith("x-ratelimit")]
     TenantQuota.objects.create(tenant=tenant, token_budget=5000)

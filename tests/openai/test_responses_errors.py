@@ -6,6 +6,7 @@ import pytest
 
 from chatsite.chats.models import Chat
 from chatsite.runs.models import GenerationRun
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +71,7 @@ def test_refused_by_name_and_nothing_written(live_url, fake_workers, pool, auth,
 
 
 def test_defaults_are_accepted(live_url, fake_workers, pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=30)
+    client = v1_client(live_url, api_key, timeout=30)
     out = client.responses.create(model="flagship", input="Hi", tools=[], tool_choice="auto", store=True,
                                   text={"format": {"type": "text"}}, truncation="disabled", user="u-1",
                                   parallel_tool_calls=True)
@@ -78,7 +79,7 @@ def test_defaults_are_accepted(live_url, fake_workers, pool, api_key):
 
 
 def test_unknown_model_missing_key_and_unknown_response(live_url, fake_workers, pool, api_key):
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=30)
+    client = v1_client(live_url, api_key, timeout=30)
     with pytest.raises(openai.NotFoundError) as info:
         client.responses.create(model="nope", input="Hi")
     assert info.value.body["code"] == "model_not_found" and info.value.body["param"] == "model"
@@ -99,7 +100,7 @@ def test_a_budget_refusal_is_a_429_that_writes_nothing_and_is_counted(live_url, 
     from chatsite.quotas.models import TenantQuota, TenantUsage
 
     TenantQuota.objects.create(tenant=tenant, token_budget=5)  # less than the prompt
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=30)
+    client = v1_client(live_url, api_key, timeout=30)
     with pytest.raises(openai.RateLimitError) as info:
         client.responses.create(**OK)
     assert info.value.body["code"] == "budget_exhausted"

@@ -16,6 +16,7 @@ from chatsite.runs.models import GenerationRun
 from chatsite.usage.selectors import usage_this_month
 from tests.factories import PoolFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +34,7 @@ class Week(BaseModel):  # nested models: the SDK's schema has $defs
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     PoolFactory(name="small")
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(response_id: str) -> GenerationRun:

@@ -5,12 +5,12 @@ retrieve, on a resumed stream and after the Redis stream expired."""
 import json
 
 import httpx
-import openai
 import pytest
 
 from chatsite import redis_keys
 from chatsite.redis_client import get_redis
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +19,7 @@ INCLUDE = ["message.output_text.logprobs"]
 
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _flat(logprobs) -> list:

@@ -2,12 +2,12 @@
 against the live stack (fake-engine workers): token-id prompts, several prompts in one
 request, `echo`, and `echo` with `logprobs` (the prompt's log probabilities, what
 evaluation harnesses score with)."""
-import openai
 import pytest
 
 from chatsite.runs.models import GenerationRun
 from tests.factories import PoolFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ PROMPT = "def add(a, b):"
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     PoolFactory(name="small")
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _texts(chunks, size: int) -> list[str]:

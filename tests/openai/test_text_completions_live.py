@@ -6,6 +6,7 @@ import pytest
 from chatsite.runs.models import GenerationRun
 from inference.fake_backend import CharTokenizer
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -14,7 +15,7 @@ PROMPT = "def fibonacci(n):\n    "
 
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(completion_id: str) -> GenerationRun:

@@ -16,6 +16,7 @@ from chatsite.pools.models import ModelPool
 from inference.chat_templates import SMOLLM2_TOOLS
 from tests.factories import PoolFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +37,7 @@ ASK = [{"role": "user", "content": "What is get_weather saying for Paris?"}]
 def client(live_url, fake_workers, pool, api_key):
     ModelPool.objects.filter(pk=pool.pk).update(chat_template=SMOLLM2_TOOLS)
     PoolFactory(name="small")  # no chat template of its own: the fake model's has no tools
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def _run(completion_id: str):

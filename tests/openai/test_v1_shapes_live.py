@@ -9,6 +9,7 @@ import pytest
 
 from tests.factories import PoolFactory
 from tests.runs.helpers import wait_terminal
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +20,7 @@ ASK = [{"role": "user", "content": "Hi"}]
 @pytest.fixture
 def client(live_url, fake_workers, pool, api_key):
     PoolFactory(name="small")
-    return openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    return v1_client(live_url, api_key)
 
 
 def test_every_answer_has_a_request_id_the_sdk_reads(client, live_url, auth):

@@ -10,6 +10,7 @@ from chatsite.runs.stream import codec, log
 from tests import stack
 from tests.runs.helpers import post_message, wait_terminal
 from tests.sse import read_events, text_of
+from tests.sdk import v1_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +97,7 @@ def test_a_drain_hands_every_choice_of_a_completion_over_without_a_break(live_ur
 
     from chatsite.runs.models import GenerationRun
 
-    client = openai.OpenAI(base_url=f"{live_url}/v1", api_key=api_key, max_retries=0, timeout=60)
+    client = v1_client(live_url, api_key)
     stream = client.chat.completions.create(model="flagship", messages=[{"role": "user", "content": "drain me"}],
                                             max_tokens=400, n=2, stream=True, extra_body={"ignore_eos": True})
     texts, holder = {0: "", 1: ""}, None

@@ -11,8 +11,7 @@ import pytest
 
 from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.services import api_key_create
-from tests import stack
-from tests.factories import PoolFactory, TenantFactory, UserFactory
+from tests.factories import TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,14 +20,10 @@ SLOTS = 4
 
 
 @pytest.fixture(scope="module")
-def small_worker(stack_env, django_db_blocker):
-    with django_db_blocker.unblock():
-        PoolFactory(name=POOL, max_output_tokens=2000, context_length=4096)
-    env = {**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.02",
-           "CHATSITE_WORKER_SLOTS": str(SLOTS), "CHATSITE_WORKER_RESERVE_SLOTS": "1"}
-    proc = stack.wait_for_worker(stack.launch_worker(env, pool=POOL, name="share"))
-    yield proc
-    proc.stop()
+def small_worker(start_pool_worker):
+    return start_pool_worker("share", pool=POOL, step_seconds=0.02,
+                             pool_fields={"max_output_tokens": 2000, "context_length": 4096},
+                             CHATSITE_WORKER_SLOTS=SLOTS, CHATSITE_WORKER_RESERVE_SLOTS=1)
 
 
 def _key(tenant) -> str:

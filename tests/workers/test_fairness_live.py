@@ -6,7 +6,6 @@ import pytest
 
 from chatsite.runs.models import GenerationRun
 from chatsite.tenancy.services import api_key_create
-from tests import stack
 from tests.factories import ChatFactory, PoolFactory, TenantFactory, UserFactory
 from tests.runs.helpers import post_message, wait_terminal
 
@@ -14,19 +13,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 POOL, SLOTS, FLOOD = "fair-live", 2, 20
 
 
+# this test is about order, not shedding: a flood's expected wait is never refused
+POOL_FIELDS = {"max_output_tokens": 512, "max_queue_wait_seconds": 100000}
+
+
 def _pool():
-    # this test is about order, not shedding: a flood's expected wait is never refused
-    return PoolFactory(name=POOL, max_output_tokens=512, max_queue_wait_seconds=100000)
+    return PoolFactory(name=POOL, **POOL_FIELDS)
 
 
 @pytest.fixture(scope="module")
-def two_slot_worker(stack_env, django_db_blocker):
-    with django_db_blocker.unblock():
-        _pool()
-    proc = stack.start_worker({**stack_env, "CHATSITE_ENGINE": "fake", "CHATSITE_FAKE_STEP_SECONDS": "0.01",
-                               "CHATSITE_WORKER_SLOTS": str(SLOTS)}, pool=POOL, name="fair-live")
-    yield proc
-    proc.stop()
+def two_slot_worker(start_pool_worker):
+    return start_pool_worker("fair-live", pool=POOL, pool_fields=POOL_FIELDS, CHATSITE_WORKER_SLOTS=SLOTS)
 
 
 @pytest.mark.slow

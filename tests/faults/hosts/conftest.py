@@ -28,7 +28,7 @@ from django.db import connection
 
 from bench.services import PG_BIN, PrivatePostgres, PrivateRedis
 from tests import stack
-from tests.factories import ChatFactory, PoolFactory
+from tests.factories import PoolFactory
 from tests.faults.conftest import POOL
 from tests.faults.hosts import matrix
 from tests.faults.hosts.netns import NetnsUnavailable, Topology
@@ -118,12 +118,6 @@ def hosts_stack(topology, hosts_env):
 @pytest.fixture
 def hosts_redis(host_services):
     return redis.Redis.from_url(host_services[0].url, decode_responses=True)
-
-
-@pytest.fixture
-def chat(tenant, user):
-    return ChatFactory(tenant=tenant, owner=user, pool=PoolFactory(name=POOL, max_output_tokens=2000,
-                                                                   context_length=4096))
 
 
 @pytest.fixture(scope="module")
