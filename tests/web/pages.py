@@ -99,6 +99,24 @@ class ChatPage:
                 for (const b of [n, ...n.querySelectorAll(".badge")]) if (b.matches(".badge")) badgesSeen.push(b.textContent);
             } }).observe(document.getElementById("thread"), { childList: true, subtree: true }); }""", run_id)
 
+    def watch_busy(self) -> None:
+        """From now on, record every reply whose article was marked busy (aria-busy="true"),
+        even for a moment: a short reply may stream and settle between two looks at the page."""
+        self.page.evaluate("""() => { window.busySeen = new Set();
+            const note = el => { if (el.nodeType === 1 && el.matches("article[data-run-id]")
+                                     && el.getAttribute("aria-busy") === "true") busySeen.add(Number(el.dataset.runId)); };
+            new MutationObserver((records) => { for (const r of records) {
+                if (r.type === "attributes" && r.oldValue === "true" && r.attributeName === "aria-busy")
+                    busySeen.add(Number(r.target.dataset.runId));
+                note(r.target);
+                for (const n of r.addedNodes) { note(n); if (n.querySelectorAll) n.querySelectorAll("article[data-run-id]").forEach(note); }
+            } }).observe(document.getElementById("thread"), { childList: true, subtree: true, attributes: true,
+                                                               attributeOldValue: true, attributeFilter: ["aria-busy"] }); }""")
+
+    def busy_seen(self) -> list[int]:
+        """The run ids whose reply was seen busy since watch_busy."""
+        return self.page.evaluate("() => [...window.busySeen]")
+
     def badges_seen(self) -> list[str]:
         """The labels recorded since watch_badges, in order."""
         return self.page.evaluate("() => window.badgesSeen")

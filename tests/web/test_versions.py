@@ -13,6 +13,13 @@ def _reply_text(chat_page: ChatPage, run_id: int) -> str:
     return chat_page.reply(run_id)["text"]
 
 
+def _rendered(chat_page: ChatPage, text: str) -> str:
+    """The text as the page's markdown shows it (the model's words may hold `, ** or _)."""
+    return chat_page.page.evaluate("""text => { const d = document.createElement('div');
+        d.append(ChatUI.markdown.render(text)); document.body.append(d);
+        const shown = d.innerText; d.remove(); return shown; }""", text)
+
+
 def test_regenerate_keeps_versions_and_the_arrows_switch_the_path(chat_page: ChatPage):
     page = chat_page.page
     chat_page.set_send_extra({"max_tokens": 12, "ignore_eos": True})
@@ -21,10 +28,11 @@ def test_regenerate_keeps_versions_and_the_arrows_switch_the_path(chat_page: Cha
     chat_page.wait_settled(first)
     one = _reply_text(chat_page, first)
 
+    chat_page.watch_busy()
     chat_page.article(first).get_by_role("button", name="Regenerate this reply").click()
     second = chat_page.wait_new_run(first)
-    expect(chat_page.article(second)).to_have_attribute("aria-busy", "true")
     chat_page.wait_settled(second)
+    assert chat_page.busy_seen() == [second]  # the new version streamed in (12 tokens: over before a look could catch it)
     expect(chat_page.article(second)).not_to_have_attribute("aria-busy", "true")
     two = _reply_text(chat_page, second)
     assert one != two  # another seed: another reply
@@ -93,5 +101,5 @@ def test_continue_a_reply_cut_at_the_length_limit_appends_to_it(chat_page: ChatP
     expect(page.locator("article.msg-assistant")).to_have_count(1)  # the same reply grew
     expect(chat_page.article(second).locator(".versions")).to_have_count(0)  # not a new version
     page.reload()
-    expect(page.locator("article.msg-assistant .prose")).to_have_text(final["text"].replace("**", "").replace("`", ""))
+    expect(page.locator("article.msg-assistant .prose")).to_have_text(_rendered(chat_page, final["text"]))
     assert Chat.objects.get(pk=run.chat_id).current_leaf_id == run.assistant_message_id
