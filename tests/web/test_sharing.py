@@ -23,6 +23,17 @@ def _make_link(owner: ChatPage) -> str:
     return url.input_value()
 
 
+# What the page was when it loaded, before any of the stream's events could arrive (its scripts
+# run before DOMContentLoaded): a reply's article busy or not, and its text at that moment.
+AT_LOAD = """window.atLoad = {};
+document.addEventListener("DOMContentLoaded", () => {
+  for (const a of document.querySelectorAll("article[data-run-id]")) {
+    const reply = window.ChatUI && ChatUI.shared && ChatUI.shared.replies[a.dataset.runId];
+    window.atLoad[a.dataset.runId] = { busy: a.getAttribute("aria-busy"), text: reply ? reply.text : null };
+  }
+});"""
+
+
 def _follow(visitor, url: str, run_id: int) -> None:
     visitor.goto(url)
     visitor.wait_for_function("id => window.ChatUI && ChatUI.shared && ChatUI.shared.replies[id]", arg=run_id)
@@ -43,15 +54,19 @@ def test_a_visitor_follows_a_shared_reply_live_until_the_owner_revokes_the_link(
     stranger = browser.new_context()  # no account, no cookies
     try:
         visitor = stranger.new_page()
+        visitor.add_init_script(AT_LOAD)
         _follow(visitor, url, second)
         robots = visitor.locator('meta[name="robots"]')
         expect(robots).to_have_attribute("content", "noindex, nofollow")
         expect(visitor.locator("#composer-input, #sidebar, textarea")).to_have_count(0)  # read-only, no chat list
         expect(visitor.locator(".msg-user .bubble")).to_have_text(["A first question", "Tell me a long story"])
-        expect(visitor.locator(f'article[data-run-id="{second}"]')).to_have_attribute("aria-busy", "true")
+        # The reply may end before a look at the page (500 tokens in ~5 s): what it was at load is kept.
+        at_load = visitor.evaluate("id => window.atLoad[id]", second)
+        assert at_load["busy"] == "true"
         visitor.wait_for_function("id => ChatUI.shared.replies[id].state === 'done'", arg=second, timeout=60000)
         seen = visitor.evaluate("id => ChatUI.shared.replies[id].text", second)
         assert seen == saved_run(second).assistant_message.content == chat_page.wait_settled(second)["text"]
+        assert seen.startswith(at_load["text"]) and len(seen) > len(at_load["text"])  # the rest came live
         expect(visitor.locator(f'article[data-run-id="{second}"]')).not_to_have_attribute("aria-busy", "true")
 
         # a second long reply; the owner revokes the link while the visitor follows it
