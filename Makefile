@@ -6,7 +6,7 @@ run:   ## set up everything and run web + one worker per demo pool + beat
 	scripts/run.sh
 test:  ## set up and run the whole test suite
 	scripts/test.sh
-test-fast: ## set up and run the fast subset (FAST above; ~3 min on two pytest workers)
+test-fast: ## set up and run the fast subset (FAST above; ~3 min)
 	scripts/test.sh -m "$(FAST)"
 setup: ## set up for development: test tools and the product's database (migrated, demo seeded)
 	scripts/setup.sh --dev --product-db

@@ -35,8 +35,8 @@ def add_needs(items: list[pytest.Item]) -> None:
                 needs.update(marks)
         for mark in sorted(needs - {m.name for m in item.iter_markers()}):
             item.add_marker(mark)
-        # `pytest -n 2 --dist loadgroup` (make test, tests/conftest.py runs this first): the real
-        # engines start on one worker only, the other runs the rest meanwhile; a module that starts
+        # `pytest -n 3 --dist loadgroup` (make test, tests/conftest.py runs this first): the real
+        # engines start on one worker only, the others run the rest meanwhile; a module that starts
         # processes of its own for all its tests runs on one worker, which starts them once.
         if item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.xdist_group("vllm"))
