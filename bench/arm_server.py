@@ -10,6 +10,7 @@ several tokens is counted as several.
 """
 import argparse
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -34,6 +35,8 @@ def server_cmd(spec, port: int) -> list[str]:
             cmd += [flag] if value else []
         elif isinstance(value, bool):
             cmd.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, dict):  # a config (structured outputs'): the CLI reads JSON
+            cmd += [flag, json.dumps(value)]
         else:
             cmd += [flag, str(value)]
     return cmd

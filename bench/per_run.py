@@ -21,6 +21,10 @@ the same conversation as a chat POST, then the message POST (what a client did b
 the one-request start existed, and what it still does against an older server);
 `rest-stream` the one-request start with `"stream": true`: the reply in its response.
 `--server uvicorn` serves the web with uvicorn (uvloop, httptools) instead of daphne.
+`--tokens N --step-seconds S` makes each run N tokens, one engine step every S seconds:
+with a step long enough that each token reaches the web as a frame of its own, the
+difference from one-token runs, divided by N - 1, is what a token costs a stream (an A/B
+of the token path, counted by --callgrind; keep --concurrency low under callgrind).
 `--callgrind web` (or `worker`, or `web,worker`) runs that process under valgrind's
 callgrind and prints the instructions it ran per run over the measured runs: a count
 that does not move with the machine's speed, for an A/B of a change too small for CPU
@@ -64,7 +68,7 @@ CONTENT = "Explain how a for loop walks over a list, and what range returns."
 
 
 async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: dict, profile: str = "",
-                surface: str = "rest", callgrinds: dict | None = None) -> dict:
+                surface: str = "rest", callgrinds: dict | None = None, tokens: int = 1) -> dict:
     # rest: a message to a chat made beforehand (in SQL, not counted); rest-start: a new conversation,
     # started with its message in one POST /api/chats/; rest-two-step: a chat POST, then the message's.
     chats = stack.make_chats(runs + 4 * concurrency) if surface == "rest" else [None] * (runs + 4 * concurrency)
@@ -75,10 +79,10 @@ async def drive(stack, url: str, key: str, runs: int, concurrency: int, pids: di
 
         def turn(chat):
             if surface == "v1":
-                return openai.turn(CONTENT, max_tokens=1)
+                return openai.turn(CONTENT, max_tokens=tokens)
             if surface == "rest-stream":
-                return client.streamed_turn(chat, CONTENT, max_tokens=1)
-            return client.turn(chat, CONTENT, max_tokens=1, two_step=surface == "rest-two-step")
+                return client.streamed_turn(chat, CONTENT, max_tokens=tokens)
+            return client.turn(chat, CONTENT, max_tokens=tokens, two_step=surface == "rest-two-step")
 
         async def one_client():
             for chat in todo:
@@ -130,6 +134,8 @@ def main() -> None:
                          "streams the reply (\"stream\": true); v1: one streamed POST /v1/chat/completions")
     ap.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the web's ASGI server")
     ap.add_argument("--callgrind", default="", help="web, worker or web,worker: count their instructions per run")
+    ap.add_argument("--tokens", type=int, default=1, help="tokens a run (its max_tokens, ignore_eos)")
+    ap.add_argument("--step-seconds", type=float, default=0.0, help="the fake engine's time a step")
     a = ap.parse_args()
     callgrinds = {name: Callgrind(f"per_run{a.tag}_{name}") for name in filter(None, a.callgrind.split(","))}
     if set(callgrinds) - {"web", "worker"}:
@@ -140,18 +146,18 @@ def main() -> None:
         key = stack.seed()
         fill_history(stack, a.history)
         web, url = stack.start_web(server=a.server, wrap=callgrinds["web"].wrap if "web" in callgrinds else ())
-        worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=0.0,
+        worker = stack.start_worker("fake", CHATSITE_ENGINE="fake", CHATSITE_FAKE_STEP_SECONDS=a.step_seconds,
                                     CHATSITE_WORKER_SLOTS=a.concurrency + 8,
                                     wrap=callgrinds["worker"].wrap if "worker" in callgrinds else ())
         pids = {"web": web.pid, "worker": worker.pid, **stack.server_pids()}
         data = asyncio.run(drive(stack, url, key, a.runs, a.concurrency, pids, tag or "_" if a.profile else "",
-                                 a.surface, callgrinds))
+                                 a.surface, callgrinds, a.tokens))
     finally:
         stack.stop()
-    data.update(history=a.history, root=a.root, server=a.server, surface=a.surface)
+    data.update(history=a.history, root=a.root, server=a.server, surface=a.surface, tokens=a.tokens)
     common.write_json(f"per_run{tag}.json", data)
     rows = [[k, v] for k, v in data["cpu_ms_per_run"].items()]
-    text = (f"{data['ok']} one-token runs through {a.surface} under {a.server} ({a.concurrency} clients, fake engine, "
+    text = (f"{data['ok']} {a.tokens}-token runs through {a.surface} under {a.server} ({a.concurrency} clients, fake engine, "
             f"{a.history} "
             f"earlier runs in the table, code of {a.root}), {data['runs_per_s']:.0f} runs/s, "
             f"TTFT p50 {report.fmt(data['ttft_p50_ms'])} ms, machine busy {data['machine_busy_pct']:.0f}%\n"

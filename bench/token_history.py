@@ -11,8 +11,9 @@ greedy replies). Each turn's prompt is built as the worker builds it:
 Per turn it measures the prompt building's CPU (this thread's, with the record's making
 for `after`), the prompt tokens served by vLLM's prefix cache against the prefix this turn
 shares with what the engine computed before, and the TTFT. At ~4k and 7k it also
-sends a regenerate (the same question again) and an edit (another question after the same
-history). Before all that, the prompt building's CPU alone over a conversation of many
+sends a short question after the reply (its TTFT: what a user sees at that much history;
+a turn's own TTFT is mostly its long question's prefill), a regenerate (the same question
+again) and an edit (another question after the same history). Before all that, the prompt building's CPU alone over a conversation of many
 short turns (no engine, median of repeats). Prints the figures, writes bench/out/token_history.json and a PNG plot.
 
     .venv/bin/python -m bench.token_history [--question-words 1800] [--reply-tokens 16] [--arms after,before]
@@ -31,7 +32,7 @@ from bench import common  # noqa: E402
 
 MODEL = common.ROOT / "var" / "models" / "smollm2-135m-instruct"
 CONTEXT = 8192
-CHECKPOINTS = (4096, 7168)  # history lengths where a regenerate and an edit are sent too
+CHECKPOINTS = (3840, 7168)  # history lengths (~4k, ~8k with the default question) where the probes are sent
 _TOPICS = ("loops", "lists", "dictionaries", "classes", "exceptions", "generators", "decorators", "modules",
            "files", "tests", "threads", "sockets", "strings", "numbers", "sets", "tuples", "iterators", "closures",
            "typing", "async", "packaging", "logging", "regular expressions", "dates", "paths", "json")
@@ -174,7 +175,12 @@ async def arm(engine: Engine, tok, name: str, question_words: int, reply_tokens:
 
 async def _probe(engine, conv, known, messages, plan, name, turn, question_words) -> dict:
     """A regenerate (the turn's question again) and an edit (another question in its place),
-    both after the same history: the cached share of what they share with the engine's cache."""
+    both after the same history: the cached share of what they share with the engine's cache.
+    Then a short question after the turn's reply (not kept): the TTFT a user sees at this
+    much history, where a turn's own long question's prefill does not hide it."""
+    followup = conv.messages + [{"role": "user", "content": f"[{name} {turn}] Say that again in five words."}]
+    short, _ = conv.prompt(followup)
+    _, short_ttft, short_cached = await engine.generate(short.token_ids)
     last_known, conv.known = conv.known, known
     regen, _ = conv.prompt(messages)
     _, _, regen_cached = await engine.generate(regen.token_ids)
@@ -184,9 +190,11 @@ async def _probe(engine, conv, known, messages, plan, name, turn, question_words
     conv.known = last_known
     shared_regen = len(plan.token_ids)  # the whole prompt was computed for the turn
     shared_edit = len(known.token_ids)  # the history up to the last reply's end
-    return {"history": len(plan.token_ids), "regenerate": regen_cached / shared_regen,
-            "edit": edit_cached / shared_edit, "regenerate_cached": regen_cached, "edit_cached": edit_cached,
-            "regenerate_shared": shared_regen, "edit_shared": shared_edit}
+    # (a cache hit past the shared prefix, the next message's template header, counts as no more than it)
+    return {"history": len(plan.token_ids), "regenerate": min(regen_cached, shared_regen) / shared_regen,
+            "edit": min(edit_cached, shared_edit) / shared_edit, "regenerate_cached": regen_cached, "edit_cached": edit_cached,
+            "regenerate_shared": shared_regen, "edit_shared": shared_edit,
+            "short_history": len(short.token_ids), "short_cached": short_cached, "short_ttft_ms": short_ttft * 1000}
 
 
 def summary(result: dict) -> dict:
@@ -199,6 +207,8 @@ def summary(result: dict) -> dict:
         "cpu_ms_at": {k: round(near(k)["cpu_ms"], 2) for k in (1024, 2048, 4096, 8192)},
         "ttft_ms_at": {k: round(near(k)["ttft_ms"]) for k in (4096, 8192)},
         "ttft_history_at": {k: near(k)["prompt_tokens"] for k in (4096, 8192)},
+        # a short question after that much history (the probes'): the TTFT a user sees
+        "short_ttft_ms_at": {p["short_history"]: round(p["short_ttft_ms"]) for p in result["probes"]},
         "multi_turn_cached_min": round(min(min(t["cached"], t["shared"]) / t["shared"] for t in turns), 3),
         "multi_turn_cached_mean": round(sum(min(t["cached"], t["shared"]) / t["shared"] for t in turns)
                                         / len(turns), 3),
@@ -226,11 +236,13 @@ def plot(curve: dict, results: dict, path: Path) -> str:
                      [min(t["cached"], t["shared"]) / t["shared"] for t in shared], "o-", label=f"{name}: next turn")
         axes[1].plot([p["history"] for p in result["probes"]], [p["edit"] for p in result["probes"]], "s--",
                      label=f"{name}: edit")
-        axes[2].plot(x, [t["ttft_ms"] for t in turns], "o-", label=name)
+        axes[2].plot(x, [t["ttft_ms"] for t in turns], "o-", label=f"{name}: the turn (its long question)")
+        axes[2].plot([p["short_history"] for p in result["probes"]], [p["short_ttft_ms"] for p in result["probes"]],
+                     "s--", label=f"{name}: a short question")
     axes[0].set(title="prompt building CPU per turn (median of repeats)", xlabel="prompt tokens (history)",
                 ylabel="ms (thread CPU)")
     axes[1].set(title="prefix cache: cached / shared prefix", xlabel="prompt tokens (history)", ylim=(0, 1.05))
-    axes[2].set(title="TTFT per turn", xlabel="prompt tokens (history)", ylabel="ms")
+    axes[2].set(title="TTFT per turn", xlabel="prompt tokens (history)", ylabel="ms", yscale="log")
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -291,7 +303,8 @@ def main() -> None:
     for name, r in results.items():
         for p in r["probes"]:
             print(f"{name:8} probe at {p['history']:5}: regenerate {p['regenerate_cached']}/{p['regenerate_shared']}"
-                  f" = {p['regenerate']:.3f}, edit {p['edit_cached']}/{p['edit_shared']} = {p['edit']:.3f}")
+                  f" = {p['regenerate']:.3f}, edit {p['edit_cached']}/{p['edit_shared']} = {p['edit']:.3f}, "
+                  f"a short question's TTFT {p['short_ttft_ms']:.0f} ms")
     print(json.dumps(figures, indent=1))
     print("plot:", plot(curve, results, out.with_suffix(".png")))
 

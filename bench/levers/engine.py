@@ -36,15 +36,11 @@ def ngram_config(k: int = 4) -> dict:
 
 
 class Counters(EngineCounters):
-    """The shared stat logger's sums, named for these benchmarks."""
-
-    draft = property(lambda self: self._draft_tokens)
-    accepted = property(lambda self: self._accepted_tokens)
-    peak_running = property(lambda self: self._peak_running)  # most requests the scheduler ran in one step
+    """The shared stat logger's sums, with speculative decoding's acceptance."""
 
     @property
     def acceptance(self) -> float | None:
-        return self.accepted / self.draft if self.draft else None
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else None
 
 
 class Engine:

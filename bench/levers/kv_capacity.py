@@ -51,7 +51,7 @@ async def _capacity(overrides: dict) -> dict:
 
 async def _batch(e: Engine, rep: int) -> dict:
     ids = [e.chat_ids(_prompt(rep * REQUESTS + i)) for i in range(REQUESTS)]  # fresh prompts: no cache hits
-    e.counters._peak_running = 0
+    e.counters.peak_running = 0
     started = time.monotonic()
     streams = await asyncio.gather(*(e.stream(x, f"kv-{rep}-{i}", max_tokens=MAX_TOKENS, ignore_eos=True)
                                      for i, x in enumerate(ids)))

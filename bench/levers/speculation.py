@@ -38,7 +38,7 @@ def _repeat(first_answers: dict[str, str]) -> list[list[dict]]:
 async def _level(e: Engine, convs: list[list[dict]], concurrency: int, tag: str) -> dict:
     """Keep `concurrency` requests in flight until every conversation is answered."""
     queue = list(enumerate(convs))
-    before = (e.counters.draft, e.counters.accepted)
+    before = (e.counters.draft_tokens, e.counters.accepted_tokens)
     streams = {}
 
     async def worker():
@@ -50,7 +50,7 @@ async def _level(e: Engine, convs: list[list[dict]], concurrency: int, tag: str)
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.monotonic() - started
     tokens = sum(len(s.times) for s in streams.values())
-    draft, accepted = e.counters.draft - before[0], e.counters.accepted - before[1]
+    draft, accepted = e.counters.draft_tokens - before[0], e.counters.accepted_tokens - before[1]
     per_stream = [len(s.times) / (s.times[-1] - s.sent) for s in streams.values() if len(s.times) > 1]
     return {"tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
             "stream_tokens_per_s": mean(per_stream), "acceptance": accepted / draft if draft else None,
