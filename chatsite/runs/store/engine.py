@@ -10,6 +10,9 @@ Each call looks the connection up once (`_db()`): `django.db.connection` is a pr
 every attribute is an asgiref Local lookup, ~2 us here, and a field's value conversion
 reads it several times (building a run's INSERT parameters: 82 us through it, 39 without)."""
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.operations import BaseDatabaseOperations
+from django.db.models import fields as model_fields
+from django.db.models.fields.related import ForeignKey, OneToOneField
 
 
 def _db():
@@ -91,6 +94,42 @@ def fetch_all(sql: str, params) -> list[tuple]:
 PREPARED_ROWS = 8  # a turn's messages, a call's choices; a long history's insert is not worth keeping
 
 
+# A run's 35 INSERT parameters took ~400 calls (30 us) through their fields' pre_save and
+# get_db_prep_save, which hand most values back unchanged: for Django's own field classes
+# below, such a value is taken as it is (save_kind), and every other value goes through its
+# field (~150 calls, 12 us; tests/runs/store/test_engine.py checks each kind against its field).
+_TEXT = (model_fields.CharField, model_fields.TextField)  # to_python keeps any str as it is
+_EXACT = {model_fields.BooleanField: bool, model_fields.FloatField: float}
+_INTEGERS = (model_fields.IntegerField, model_fields.BigIntegerField, model_fields.SmallIntegerField,
+             model_fields.PositiveIntegerField, model_fields.PositiveBigIntegerField,
+             model_fields.PositiveSmallIntegerField)
+_NULL_AS_IS = (model_fields.DateTimeField, model_fields.DateField, model_fields.json.JSONField)
+_AUTO = (model_fields.AutoField, model_fields.BigAutoField)
+TEXT, EXACT, INTEGER, THROUGH_FIELD = "text", "exact type", "integer", "through the field"
+
+
+def save_kind(field, ops) -> tuple[str, type | None]:
+    """How `field`'s value becomes its INSERT parameter. None is taken as it is unless
+    THROUGH_FIELD; else TEXT: a str as it is; EXACT: a value of exactly the type given;
+    INTEGER: an int, through the backend's `adapt_integerfield_value` (as get_db_prep_value:
+    psycopg's typed Int4/Int8); THROUGH_FIELD: every value through the field's pre_save
+    and get_db_prep_save (any other class, a subclass, an auto date, a backend that
+    checks keys). A value of another type always goes through its field."""
+    kind = type(field)
+    if kind in _TEXT:
+        return TEXT, str
+    if kind in _EXACT:
+        return EXACT, _EXACT[kind]
+    if kind in _INTEGERS:
+        return INTEGER, int
+    if (kind in (ForeignKey, OneToOneField) and type(field.target_field) in _AUTO
+            and type(ops).validate_autopk_value is BaseDatabaseOperations.validate_autopk_value):
+        return EXACT, int
+    if kind in _NULL_AS_IS and not (getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)):
+        return EXACT, type(None)  # None only: a date or a JSON value goes through its field
+    return THROUGH_FIELD, None
+
+
 class Insert:
     """INSERT of a model's instances in one statement, their primary keys set from
     RETURNING (as Model.save would, without compiling the statement per call; no
@@ -99,6 +138,7 @@ class Insert:
     def __init__(self, model):
         meta = model._meta
         self.fields = [f for f in meta.concrete_fields if not f.primary_key]
+        self._kinds = None  # [(field, attname, kind, type, internal type)], once a connection is known
         self.pk = meta.pk
         columns = ", ".join(f'"{f.column}"' for f in self.fields)
         self.head = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES '
@@ -129,8 +169,27 @@ class Insert:
         return objs
 
     def _values(self, obj, db, skip=None) -> list:
-        """`obj`'s INSERT parameters, in the column order (without field `skip`)."""
-        return [f.get_db_prep_save(f.pre_save(obj, True), db) for f in self.fields if f is not skip]
+        """`obj`'s INSERT parameters, in the column order (without field `skip`): what each
+        field's get_db_prep_save(pre_save()) gives, without the calls where that is the value
+        itself (save_kind)."""
+        kinds = self._kinds
+        if kinds is None:
+            kinds = self._kinds = [(f, f.attname, *save_kind(f, db.ops), f.get_internal_type()) for f in self.fields]
+        adapt, out = db.ops.adapt_integerfield_value, []
+        for f, attname, kind, as_type, internal in kinds:
+            if f is skip:
+                continue
+            value = getattr(obj, attname)
+            if value is None:
+                if kind is THROUGH_FIELD:
+                    value = f.get_db_prep_save(f.pre_save(obj, True), db)
+            elif type(value) is as_type or (kind is TEXT and isinstance(value, str)):
+                if kind is INTEGER:
+                    value = adapt(value, internal)
+            else:
+                value = f.get_db_prep_save(f.pre_save(obj, True), db)
+            out.append(value)
+        return out
 
     def save_with_children(self, parent, children: list, *, link: str):
         """Insert `parent`, then `children` (at least one) with their foreign key `link`
