@@ -28,7 +28,8 @@ def finish(run_id: int, text: str, reason: str = "stop") -> GenerationRun:
     """What a worker does: the reply's tokens and terminal entry in the stream, then finalize."""
     get_redis().xadd(redis_keys.run_stream(run_id), codec.token_fields(seq=0, n=3, text=text, attempt=1))
     end_stream(run_id, codec.done_fields(finish_reason=reason, prompt_tokens=5, completion_tokens=3))
-    return run_finalize(run_id=run_id)
+    run_finalize(run_id=run_id)
+    return GenerationRun.objects.get(pk=run_id)
 
 
 def send(client, chat_id, content, path="messages/", **extra):

@@ -6,7 +6,7 @@ import io
 import pytest
 from django.contrib.auth import get_user_model
 
-from chatsite.runs.models import ReplyFeedback
+from chatsite.runs.models import GenerationRun, ReplyFeedback
 from chatsite.runs.admission import run_submit
 from chatsite.runs.services import run_cancel, run_finalize
 from chatsite.runs.services.feedback import feedback_give
@@ -24,7 +24,8 @@ def _answered(chat, question="What is the capital of France?", answer="Paris."):
     run = run_submit(chat=chat, content=question)
     xadd_tokens(run.pk, [answer])
     end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=9, completion_tokens=1))
-    return run_finalize(run_id=run.pk)
+    run_finalize(run_id=run.pk)
+    return GenerationRun.objects.get(pk=run.pk)
 
 
 def test_rate_a_reply_change_it_and_withdraw_it(api_key, chat):

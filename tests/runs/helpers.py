@@ -65,14 +65,16 @@ def end_stream(run_id: int, fields: dict) -> None:
 
 
 def finish_run(run, text="Done.", **done):
-    """End a run as its worker would: its text, its terminal entry, its saving (which starts its chat's queue)."""
+    """End a run as its worker would: its text, its terminal entry, its saving (which starts its
+    chat's queue). Returns the run as saved."""
     from chatsite.runs.services import run_finalize
     from chatsite.runs.stream import codec
 
     xadd_tokens(run.pk, [text])
     end_stream(run.pk, codec.done_fields(**{"finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
                                             **done}))
-    return run_finalize(run_id=run.pk)
+    run_finalize(run_id=run.pk)
+    return GenerationRun.objects.get(pk=run.pk)
 
 
 def run_ending(status: str = GenerationRun.Status.COMPLETED, reason: str = "stop"):

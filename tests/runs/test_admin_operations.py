@@ -41,8 +41,8 @@ def test_cancel_stops_live_runs_and_leaves_ended_ones(operator, chat):
 def test_retry_regenerates_a_failed_reply_and_dispatches_a_queued_run_again(operator, chat):
     failed = run_submit(chat=chat, content="Hello")
     end_stream(failed.pk, codec.error_fields(code="engine_error", message="the engine stopped"))
-    failed = run_finalize(run_id=failed.pk)
-    assert failed.status == "failed"
+    assert run_finalize(run_id=failed.pk) == "failed"
+    failed = GenerationRun.objects.get(pk=failed.pk)
     page = _act(operator, "retry_runs", [failed])
     new = GenerationRun.objects.exclude(pk=failed.pk).get()
     assert f"Retried: {failed.pk} (as run {new.pk})." in page

@@ -42,11 +42,13 @@ def test_a_budgeted_run_releases_its_reservation_and_records_its_tokens_once(ten
     assert reserved == run.reserved_tokens > 0
     xadd_tokens(run.pk, ["a", "b", "c"])
     end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=9, completion_tokens=3))
-    done = run_finalize(run_id=run.pk)
+    assert run_finalize(run_id=run.pk) == "completed"
     usage = _usage(tenant)
     assert (usage.reserved_tokens, usage.used_tokens) == (0, 12)
+    done = GenerationRun.objects.get(pk=run.pk)
     assert done.status == "completed" and done.prompt_tokens == 9 and done.completion_tokens == 3
-    assert run_finalize(run_id=run.pk).finished_at == done.finished_at  # the second changes nothing
+    assert run_finalize(run_id=run.pk) == "completed"  # the second changes nothing
+    assert GenerationRun.objects.get(pk=run.pk).finished_at == done.finished_at
     usage.refresh_from_db()
     assert (usage.reserved_tokens, usage.used_tokens) == (0, 12)
 
@@ -66,7 +68,8 @@ def test_a_failed_run_keeps_what_the_stream_does_not_tell(tenant, chat):
     run = run_submit(chat=chat, content="hello", max_tokens=50)
     GenerationRun.objects.filter(pk=run.pk).update(prompt_tokens=5)  # as counted by an earlier attempt
     end_stream(run.pk, codec.error_fields(code="engine_failed", message="it broke"))
-    failed = run_finalize(run_id=run.pk)
+    assert run_finalize(run_id=run.pk) == "failed"
+    failed = GenerationRun.objects.get(pk=run.pk)
     assert failed.status == "failed" and failed.finish_reason == "error" and failed.error == "engine_failed: it broke"
     assert failed.prompt_tokens == 5 and failed.first_token_at is None and failed.ttft_ms is None
     assert failed.itl_ms is None and failed.logprobs is None
@@ -81,7 +84,8 @@ def test_timings_and_logprobs_come_from_the_stream(tenant, chat):
         get_redis().xadd(stream, codec.logprobs_token_fields(seq=seq, n=1, text="x", attempt=1,
                                                              logprobs=[["x", -0.5, []]]), id=f"{ms}-0")
     end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=3))
-    done = run_finalize(run_id=run.pk)
+    run_finalize(run_id=run.pk)
+    done = GenerationRun.objects.get(pk=run.pk)
     assert done.first_token_at == datetime.fromtimestamp(first / 1000, tz=timezone.utc)
     assert done.ttft_ms == int((done.first_token_at - done.queued_at).total_seconds() * 1000) in (249, 250)
     assert done.itl_ms == 50.0 and done.logprobs == [["x", -0.5, []]] * 3
@@ -92,7 +96,8 @@ def test_a_run_that_did_not_ask_for_logprobs_saves_none(tenant, chat):
     run = run_submit(chat=chat, content="hello", max_tokens=50)
     xadd_tokens(run.pk, ["a"])
     end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1))
-    done = run_finalize(run_id=run.pk)
+    run_finalize(run_id=run.pk)
+    done = GenerationRun.objects.get(pk=run.pk)
     assert done.logprobs is None and done.itl_ms is None and done.ttft_ms is not None
 
 

@@ -64,7 +64,7 @@ def test_messages_sent_during_a_reply_wait_and_start_in_order_one_at_a_time(chat
     assert b.state == Q.QUEUED and queued_places(chat=chat) == {b.pk: 1}
     for _ in range(2):  # a second advance (or a repeated ending) starts nothing more while `second` runs
         assert queue_advance(chat_id=chat.pk) is None
-        assert run_finalize(run_id=first.pk).status == "completed"
+        assert run_finalize(run_id=first.pk) == "completed"
     assert GenerationRun.objects.count() == 2
 
     finish_run(second)

@@ -49,7 +49,7 @@ def _queue(chat, content, **kw) -> QueuedMessage:
 def _finish(run):
     xadd_tokens(run.pk, ["Done."])
     end_stream(run.pk, DONE)
-    return run_finalize(run_id=run.pk)
+    run_finalize(run_id=run.pk)
 
 
 def _waiting_row(chat, content, position, **fields) -> QueuedMessage:

@@ -91,11 +91,12 @@ def test_finalize_rebuilds_from_the_stream_and_is_idempotent(chat):
     xadd_tokens(run.pk, ["lo", " wor", "ld"], start=1, attempt=2)  # a second attempt repeating two entries
     assert run_finalize(run_id=run.pk) is None  # no terminal entry yet: nothing saved
     end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=7, completion_tokens=4))
-    done = run_finalize(run_id=run.pk)
+    assert run_finalize(run_id=run.pk) == "completed"
+    done = GenerationRun.objects.get(pk=run.pk)
     assert done.status == "completed" and done.assistant_message.content == "Hello world"
     assert done.completion_tokens == 4 and done.prompt_tokens == 7 and done.ttft_ms is not None
-    again = run_finalize(run_id=run.pk)
-    assert again.finished_at == done.finished_at
+    assert run_finalize(run_id=run.pk) == "completed"
+    assert GenerationRun.objects.get(pk=run.pk).finished_at == done.finished_at
 
 
 def test_rebuild_ends_the_reply_at_a_gap():

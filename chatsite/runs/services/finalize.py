@@ -51,12 +51,13 @@ def run_finalize_if_ended(*, run_id: int) -> bool:
     return True
 
 
-def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -> GenerationRun | None:
+def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -> str | None:
     """Save the assistant message and the run's figures from the stream's text, and
     `tokens` (the ids its engine held at the reply's end: its worker's) if it completed or
-    was stopped, even when another finalize ended it first.
+    was stopped, even when another finalize ended it first. Returns the run's status as
+    saved (a terminal one).
 
-    Idempotent: a terminal run is returned unchanged. Returns None (and changes
+    Idempotent: a terminal run is left unchanged. Returns None (and changes
     nothing) while the stream has no terminal entry yet. A stream with a gap in its
     seq fails the run (code stream_gap) with the text before the gap. `also(pipe)`:
     the caller's Redis commands, sent in the stream read's round trip."""
@@ -67,20 +68,19 @@ def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -
         logger.error("run %s: %s", run_id, reply.gap.message)
     finished = store.run_finish(run_id=run_id, ending=_ending(reply), tokens=tokens)
     if finished is None:  # terminal already (or no such run)
-        run = store.run_read(run_id=run_id)
-        if run is None:
+        status = store.run_status(run_id=run_id)
+        if status is None:
             raise GenerationRun.DoesNotExist(f"no run {run_id}")
-        return run
-    run = finished.run
+        return status
     stage_trace.mark("finalize.saved", run_id)
-    observe_latencies(finished.pool_name, {"ttft": run.ttft_ms, "itl": run.itl_ms})
+    observe_latencies(finished.pool_name, {"ttft": finished.ttft_ms, "itl": finished.itl_ms})
     if finished.queue_waiting:  # every ending (completed, stopped, failed, swept) passes here once
-        chat_id = run.chat_id
+        chat_id = finished.chat_id
         transaction.on_commit(lambda: queue_waiting.send(sender=GenerationRun, chat_id=chat_id))
-    return run
+    return finished.status
 
 
-def run_end(*, run_id: int, lease_token: str, fields: dict) -> GenerationRun | None:
+def run_end(*, run_id: int, lease_token: str, fields: dict) -> str | None:
     """End a run that the caller's attempt holds and is not generating (a cancel of
     a queued run, a prompt that cannot fit, a broken stream): append `fields` as its
     terminal entry under the lease, then finalize. If the lease is no longer the

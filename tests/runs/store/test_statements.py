@@ -77,8 +77,9 @@ def test_a_claim_and_a_finish_are_one_statement_each(chat, django_assert_num_que
                              text="Hi!")
     with django_assert_num_queries(1):
         finished = finalize.run_finish(run_id=run.pk, ending=ending)
-    assert finished.run.status == "completed" and finished.pool_name == chat.pool.name
-    assert finished.queue_waiting is False
+    assert finished == finalize.Finished(chat_id=chat.pk, status="completed", ttft_ms=finished.ttft_ms, itl_ms=1.5,
+                                         pool_name=chat.pool.name, queue_waiting=False)
+    assert finished.ttft_ms is not None and finished.ttft_ms >= 0
     assert Message.objects.get(pk=run.assistant_message_id).content == "Hi!"
     with django_assert_num_queries(1):  # terminal already: nothing changes
         assert finalize.run_finish(run_id=run.pk, ending=ending) is None
