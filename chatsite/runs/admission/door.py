@@ -16,6 +16,8 @@ The rules, in this order, the same for every surface:
 7. the turn's rows written; after commit, its runs dispatched.
 A refusal at any step writes nothing. Surfaces only translate their wire format into an
 Ask and the Admitted back."""
+from dataclasses import replace
+
 from django.db import IntegrityError, transaction
 
 from chatsite import stage_trace
@@ -28,7 +30,7 @@ from chatsite.runs.dispatch import run_dispatch_choices
 from chatsite.runs.services.availability import refuse_if_no_worker
 from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.runs.services.shedding import shed_if_overloaded
-from chatsite.runs.store import choices as store_choices, turns as store_turns
+from chatsite.runs.store import choices as store_choices, keys as store_keys, turns as store_turns
 
 
 def run_admit(ask: Ask) -> Admitted:
@@ -45,6 +47,9 @@ def run_admit(ask: Ask) -> Admitted:
     asked = idempotency.ask_digest(ask) if key else ""
     if key and (earlier := idempotency.earlier(ask, key, asked)) is not None:
         return _replayed(earlier)
+    if ask.caller.limits is None:  # a session's or a queued message's caller: its tenant's limits, one read
+        limits = store_keys.tenant_limits(tenant_id=ask.caller.tenant.pk)
+        ask = replace(ask, caller=replace(ask.caller, limits=limits))
     plan = plan_turn(ask)
     tenant, quota = ask.caller.tenant, _quota(ask)
     with refusals_counted(tenant):

@@ -1,6 +1,7 @@
 """The credential's read: an API key by its prefix, with its user and tenant and what
 admitting a run needs of the tenant (its quota, the pools it may use), in one statement:
-every API request makes it."""
+every API request makes it. For a caller whose credential's read brought no limits (a
+browser session's, a queued message's), the tenant's limits alone, in one statement."""
 from functools import cache
 
 from django.contrib.auth import get_user_model
@@ -37,3 +38,20 @@ def live_key(*, prefix: str) -> KeyRead | None:
     key, user, tenant, quota, pool_ids = split(row, *columns)
     key.user, key.tenant = user, tenant
     return KeyRead(key, TenantLimits(quota=quota, allowed_pool_ids=frozenset(pool_ids)))
+
+
+@cache
+def _limits_statement():
+    quota = Columns(TenantQuota, "q")
+    allowed = Tenant.allowed_pools.through._meta.db_table
+    sql = prepared(
+        f'SELECT {quota.sql}, ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = %(tenant)s) '
+        f'FROM (SELECT 1) one LEFT JOIN "{quota.table}" q ON q.tenant_id = %(tenant)s')
+    return sql, quota
+
+
+def tenant_limits(*, tenant_id: int) -> TenantLimits:
+    """The tenant's quota (None: no limits) and the pools it may use (empty: every enabled one)."""
+    sql, quota = _limits_statement()
+    read, pool_ids = split(fetch_one(sql, {"tenant": tenant_id}), quota)
+    return TenantLimits(quota=read, allowed_pool_ids=frozenset(pool_ids))

@@ -132,3 +132,20 @@ def test_a_replys_token_ids_are_kept_by_its_finish_and_read_by_the_next_turns_cl
     kept = claim.run_take(run_id=continued.pk, worker="w1", now=timezone.now()).kept
     assert kept.builds_on(continued=True) == TokenRecord([3, 4], "f" * 32)
     assert kept.builds_on(continued=False) is None  # the reply before its question: the failed one
+
+
+def test_a_tenants_limits_are_one_statement(tenant, django_assert_num_queries):
+    from chatsite.quotas.models import TenantQuota
+    from tests.factories import PoolFactory
+
+    with django_assert_num_queries(1):
+        limits = keys.tenant_limits(tenant_id=tenant.pk)
+    assert limits.quota is None and limits.allowed_pool_ids == frozenset()  # no limits, every pool
+    quota = TenantQuota.objects.create(tenant=tenant, token_budget=500, requests_per_minute=7)
+    pools = [PoolFactory(name="tl-a"), PoolFactory(name="tl-b")]
+    tenant.allowed_pools.set(pools)
+    TenantQuota.objects.create(tenant=TenantFactory(), token_budget=1)  # another tenant's
+    with django_assert_num_queries(1):
+        limits = keys.tenant_limits(tenant_id=tenant.pk)
+    assert limits.quota.pk == quota.pk and limits.quota.requests_per_minute == 7
+    assert limits.allowed_pool_ids == frozenset(p.pk for p in pools)
