@@ -1,15 +1,11 @@
 """Where the conversation's token ids meet: made from the engine's output for its reply's
 record, and held in the prefix index (inference.token_prefix does the rest; a run's prompt
 reads the ids it starts with in its claim: chatsite.runs.store.claim)."""
-import logging
-
 from chatsite.runs import prefix_index
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_enabled, affinity_pin
 from inference.engine_config import block_size
 from inference.token_prefix import TokenRecord
-
-log = logging.getLogger(__name__)
 
 
 def to_keep(host, plan, output_ids) -> TokenRecord | None:

@@ -26,7 +26,7 @@ _CLAIM = prepared(
     f'WHERE m.replaced_by_id = r.assistant_message_id LIMIT 1)')
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Taken:
     run: GenerationRun  # as saved, `running` under its new attempt
     kept: Kept  # the ids its prompt may start with

@@ -12,14 +12,20 @@ from chatsite.tenancy.credentials import KeyRead, TenantLimits
 from chatsite.tenancy.models import ApiKey, Membership, Tenant
 
 
+def _limits_sql(tenant_id: str) -> tuple[Columns, str]:
+    """The quota's columns (alias q, for a LEFT JOIN on its tenant) and the tenant's allowed
+    pools as one ARRAY column, for the tenant `tenant_id` (an SQL expression)."""
+    quota = Columns(TenantQuota, "q")
+    allowed = Tenant.allowed_pools.through._meta.db_table
+    return quota, f'{quota.sql}, ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = {tenant_id})'
+
+
 @cache
 def _statement():
-    key, user, tenant, quota = (Columns(ApiKey, "k"), Columns(get_user_model(), "u"), Columns(Tenant, "t"),
-                                Columns(TenantQuota, "q"))
-    allowed = Tenant.allowed_pools.through._meta.db_table
+    key, user, tenant = Columns(ApiKey, "k"), Columns(get_user_model(), "u"), Columns(Tenant, "t")
+    quota, limits = _limits_sql("k.tenant_id")
     sql = prepared(
-        f'SELECT {key.sql}, {user.sql}, {tenant.sql}, {quota.sql}, '
-        f'ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = k.tenant_id) FROM "{key.table}" k '
+        f'SELECT {key.sql}, {user.sql}, {tenant.sql}, {limits} FROM "{key.table}" k '
         f'JOIN "{user.table}" u ON u.id = k.user_id JOIN "{tenant.table}" t ON t.id = k.tenant_id '
         f'LEFT JOIN "{quota.table}" q ON q.tenant_id = k.tenant_id '
         f'WHERE k.prefix = %s AND k.revoked_at IS NULL AND EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m '
@@ -42,11 +48,8 @@ def live_key(*, prefix: str) -> KeyRead | None:
 
 @cache
 def _limits_statement():
-    quota = Columns(TenantQuota, "q")
-    allowed = Tenant.allowed_pools.through._meta.db_table
-    sql = prepared(
-        f'SELECT {quota.sql}, ARRAY(SELECT a.modelpool_id FROM "{allowed}" a WHERE a.tenant_id = %(tenant)s) '
-        f'FROM (SELECT 1) one LEFT JOIN "{quota.table}" q ON q.tenant_id = %(tenant)s')
+    quota, limits = _limits_sql("%(tenant)s")
+    sql = prepared(f'SELECT {limits} FROM (SELECT 1) one LEFT JOIN "{quota.table}" q ON q.tenant_id = %(tenant)s')
     return sql, quota
 
 

@@ -24,7 +24,7 @@ def unpack(data: bytes) -> list[int]:
     return ids.tolist()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Kept:
     """The ids kept with the replies a run's prompt may start with (read with its claim,
     chatsite.runs.store.claim): None where that reply has none (written before ids were
