@@ -6,6 +6,7 @@ import io
 import pytest
 from django.contrib.auth import get_user_model
 
+from chatsite.errors import InvalidInput
 from chatsite.runs.models import GenerationRun, ReplyFeedback
 from chatsite.runs.admission import run_submit
 from chatsite.runs.services import run_cancel, run_finalize
@@ -72,3 +73,18 @@ def test_the_admin_filters_feedback_and_downloads_it_as_csv(client, chat, user):
     rows = list(csv.reader(io.StringIO(resp.content.decode())))
     assert rows[0][:7] == ["run", "chat", "tenant", "user", "model", "rating", "comment"]
     assert [r[5:9] for r in rows[1:]] == [["down", 'Wrong, "Madrid"', "And of Spain?", "Lisbon."]]
+
+
+def test_a_reply_ended_but_not_yet_saved_is_saved_and_rated(chat):
+    """The stream's end reaches the page before the worker saves the run: a rating then
+    saves it first (as the door does), not refuses it as still being written."""
+    run = run_submit(chat=chat, content="Hello")
+    xadd_tokens(run.pk, ["Hi"])
+    end_stream(run.pk, codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=1))
+    feedback_give(run=run, user=chat.owner, rating="up")
+    saved = GenerationRun.objects.select_related("assistant_message").get(pk=run.pk)
+    assert saved.status == "completed" and saved.assistant_message.content == "Hi"
+    assert ReplyFeedback.objects.get(run=run).rating == "up"
+    running = run_submit(chat=chat, content="And?")
+    with pytest.raises(InvalidInput, match="still being written"):
+        feedback_give(run=running, user=chat.owner, rating="up")

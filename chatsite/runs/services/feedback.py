@@ -1,6 +1,7 @@
 """Feedback on a reply: thumbs up or down, and an optional comment."""
 from chatsite.errors import InvalidInput
 from chatsite.runs.models import GenerationRun, ReplyFeedback
+from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.text import clean_text
 
 MAX_COMMENT_CHARS = 2000
@@ -15,7 +16,8 @@ def feedback_give(*, run: GenerationRun, user, rating, comment="") -> ReplyFeedb
         raise InvalidInput('rating must be "up" or "down"', field="rating")
     comment = clean_text("" if comment is None else comment, field="comment", max_chars=MAX_COMMENT_CHARS,
                          allow_empty=True).strip()
-    if not run.is_terminal:
+    # A reply whose end reached the page before its worker saved it is saved here (as the door saves one).
+    if not run.is_terminal and not run_finalize_if_ended(run_id=run.pk):
         raise InvalidInput("the reply is still being written; rate it once it has ended", field="run")
     feedback, _ = ReplyFeedback.objects.update_or_create(
         run=run, defaults={"tenant_id": run.tenant_id, "user": user, "rating": rating, "comment": comment})
