@@ -92,7 +92,7 @@ def test_continue_a_reply_cut_at_the_length_limit_appends_to_it(chat_page: ChatP
     before = _reply_text(chat_page, first)
 
     article.get_by_role("button", name="Continue this reply").click()
-    second = chat_page.wait_new_run(first)
+    second = chat_page.wait_new_run(first, timeout=30)  # the continue is admitted by a request of its own: a loaded box takes longer
     chat_page.wait_settled(second)
     run = saved_run(second)
     final = chat_page.reply(second)
