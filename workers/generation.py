@@ -8,11 +8,12 @@ from django.conf import settings
 from django.db import connection
 
 from chatsite import stage_trace
-from chatsite.runs.dispatch import run_dispatch
+from chatsite.runs.dispatch import run_requeue
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.services.sweep import run_reconverge
+from chatsite.runs.store.claim import ClaimedRun
 from chatsite.runs.store.tokens import Kept
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
@@ -64,7 +65,7 @@ def finish_unclaimed(run_id: int) -> str:
 def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
     """Generate a run this worker has just claimed (its lease taken no earlier than
     `since`); releases the claim at the end."""
-    run, run_id = claim.run, claim.run.pk
+    run, run_id = claim.run, claim.run.id
     stage_trace.mark("worker.claimed", run_id)
     rt.heartbeat.hold(run_id, claim.lease_token, since=since)
     outcome = None
@@ -75,15 +76,15 @@ def generate_claimed(rt: Runtime, claim: Claim, *, since: float) -> str:
         if outcome not in ENDED_HERE:  # else the lease reads ended:<token>, which a release leaves as it is
             run_release(run_id=run_id, lease_token=claim.lease_token)
     if outcome == stream_writer.HANDED_BACK:
-        # Only now that our lease is gone can another worker claim it; the router
-        # sends it to the pool queue (and the fair queue) since this worker is draining.
-        run_dispatch(run)
+        # Only now that our lease is gone can another worker claim it: back to its pool's
+        # fair queue (this worker's pool: a worker takes only its own pool's runs).
+        _requeue(rt, run)
     elif outcome == stream_writer.SUPERSEDED:  # our lease given up above: does another attempt hold the run?
         _reconverge(run_id)
     return outcome
 
 
-def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: list[int],
+def engine_request(run: ClaimedRun, *, request_id: str, prompt_token_ids: list[int],
                    max_tokens: int, carried_ids: tuple[int, ...] = ()) -> GenerationRequest:
     """The engine request for `run`: its saved sampling (runs admitted before a knob
     existed lack its key and get the engine's default); `carried_ids`, a constrained
@@ -107,7 +108,7 @@ def engine_request(run: GenerationRun, *, request_id: str, prompt_token_ids: lis
     )
 
 
-def _prompt(rt: Runtime, run: GenerationRun, kept: Kept, *, max_prompt_tokens: int, so_far: str):
+def _prompt(rt: Runtime, run: ClaimedRun, kept: Kept, *, max_prompt_tokens: int, so_far: str):
     """The run's prompt plan: its snapshot through the chat template (a continued reply
     carries on from its text), or a text completion's prompt as it is; then `so_far`,
     what earlier attempts streamed; `kept`: the ids the claim read for it to start with.
@@ -127,7 +128,7 @@ def _prompt(rt: Runtime, run: GenerationRun, kept: Kept, *, max_prompt_tokens: i
                                 tools=tools, add_generation_prompt=add_generation_prompt is not False, known=known)
 
 
-def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
+def _details(rt: Runtime, run: ClaimedRun, plan) -> dict:
     """What a run's first token entry says of its prompt beyond the engine's report, and
     whether its entries carry token ids: only for a /v1 run that asked (vLLM's
     return_token_ids, a token-id prompt echoed, prompt log probabilities, usage on
@@ -148,13 +149,13 @@ def _details(rt: Runtime, run: GenerationRun, plan) -> dict:
             "prompt_extra": extra if extra or asked else None}
 
 
-def constrained(run: GenerationRun) -> bool:
+def constrained(run: ClaimedRun) -> bool:
     """A reply under a grammar (a response_format, a guide): another attempt carries it on
     only with its grammar advanced over the reply so far (carried_ids)."""
     return bool(run.sampling.get("response_format") or run.sampling.get("guide"))
 
 
-def _constraint_refused(rt: Runtime, run: GenerationRun) -> dict | None:
+def _constraint_refused(rt: Runtime, run: ClaimedRun) -> dict | None:
     """The error entry for a run whose JSON Schema the engine cannot take (refused, or
     a grammar that does not compile within the budget), else None: asked here, on the
     run's thread, so that neither the engine's loop nor its other requests wait for it."""
@@ -180,7 +181,7 @@ class _Ready:
     carried_ids: tuple[int, ...] = ()  # a constrained reply's tokens so far, for its grammar
 
 
-def _carried_ids(rt: Runtime, run: GenerationRun, plan, so_far: str) -> tuple[int, ...] | None:
+def _carried_ids(rt: Runtime, run: ClaimedRun, plan, so_far: str) -> tuple[int, ...] | None:
     """The ids a constrained reply's grammar reads before the engine goes on (the prompt's
     tail that is the reply so far: inference.carried_grammar), () when there is nothing to
     carry, None when that tail is not exactly the text the client has (a prefill whose last
@@ -246,10 +247,10 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
     ready = _preflight(rt, claim)
     if not isinstance(ready, _Ready):
         fields, outcome = ready
-        with_db_retry(run_end, run_id=run.pk, lease_token=lease_token, fields=fields)
+        with_db_retry(run_end, run_id=run.id, lease_token=lease_token, fields=fields)
         return outcome
     plan, remaining, capped = ready.plan, ready.remaining, ready.capped
-    active = ActiveRun(run_id=run.pk, attempt=run.attempt, request_id=f"run-{run.pk}-{run.attempt}",
+    active = ActiveRun(run_id=run.id, attempt=run.attempt, request_id=f"run-{run.id}-{run.attempt}",
                        lease_token=lease_token, next_seq=reply.completion_tokens,
                        prior_tokens=plan.num_carried_tokens, budget_capped=capped,
                        logprobs=run.sampling.get("logprobs") is not None, resumable=not constrained(run),
@@ -261,28 +262,35 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
         else:
             rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
                                           max_tokens=remaining, carried_ids=ready.carried_ids))
-            stage_trace.mark("worker.submitted", run.pk)
+            stage_trace.mark("worker.submitted", run.id)
             connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
-        stage_trace.mark("worker.ended", run.pk)
+        stage_trace.mark("worker.ended", run.id)
     finally:
         rt.writer.unregister(active)
     if active.outcome == stream_writer.HANDED_BACK:
-        log.info("run %s handed back to the queue after %d tokens", run.pk, active.next_seq)
+        log.info("run %s handed back to the queue after %d tokens", run.id, active.next_seq)
     elif active.outcome == stream_writer.SUPERSEDED:
         log.warning("run %s attempt %s superseded after %d tokens; nothing more written (engine total %d tokens)",
-                    run.pk, run.attempt, active.next_seq, rt.host.stats().generated_tokens)
+                    run.id, run.attempt, active.next_seq, rt.host.stats().generated_tokens)
     elif active.outcome == stream_writer.WRITE_FAILED:
-        raise RuntimeError(f"run {run.pk}: could not write its terminal entry; the sweep will finish it")
+        raise RuntimeError(f"run {run.id}: could not write its terminal entry; the sweep will finish it")
     else:
         # The chat is pinned to this worker, whose engine now caches its prefix, and the
         # reply's kept ids are indexed as held here, in the finalize's read: the chat's next
         # turn can only come once this reply has ended. Its reply's token ids are kept with
         # it: the next turn's prompt starts with them (a chat completion's are not: no turn follows).
         kept = token_memory.to_keep(rt.host, plan, active.output_ids) if run.keeps_token_ids else None
-        with_db_retry(run_finalize, run_id=run.pk, tokens=kept, also=lambda pipe: token_memory.held_here(
+        with_db_retry(run_finalize, run_id=run.id, tokens=kept, also=lambda pipe: token_memory.held_here(
             pipe, worker=rt.worker_name, pool=rt.pool, run=run, plan=plan, kept=kept))
     return active.outcome
+
+
+def _requeue(rt: Runtime, run: ClaimedRun) -> None:
+    try:
+        run_requeue(run_id=run.id, pool=rt.pool.name, tier=run.tier, tenant_id=run.tenant_id)
+    except Exception:
+        log.exception("run %s: could not send it back to its pool's queue; the sweep will", run.id)
 
 
 def _reconverge(run_id: int) -> None:

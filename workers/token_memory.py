@@ -2,8 +2,8 @@
 record, and held in the prefix index (inference.token_prefix does the rest; a run's prompt
 reads the ids it starts with in its claim: chatsite.runs.store.claim)."""
 from chatsite.runs import prefix_index
-from chatsite.runs.models import GenerationRun
 from chatsite.runs.routing import affinity_enabled, affinity_pin
+from chatsite.runs.store.claim import ClaimedRun
 from inference.engine_config import block_size
 from inference.token_prefix import TokenRecord
 
@@ -17,7 +17,7 @@ def to_keep(host, plan, output_ids) -> TokenRecord | None:
     return host.token_record(plan, list(output_ids))
 
 
-def held_here(pipe, *, worker: str, pool, run: GenerationRun, plan, kept: TokenRecord | None) -> None:
+def held_here(pipe, *, worker: str, pool, run: ClaimedRun, plan, kept: TokenRecord | None) -> None:
     """Add to `pipe` (the finalize's round trip) what this worker's engine holds now that
     `run` ended: its chat (the pin) and, when its reply's ids are `kept`, those ids, the
     first `plan.from_ids` of which were the record its prompt started with (the prefix index)."""

@@ -11,7 +11,7 @@ from django.utils import timezone
 from chatsite.redis_client import get_redis
 from chatsite.runs import fair_queue, queues
 from chatsite.runs.dispatch import message as dispatch_message
-from chatsite.runs.dispatch import run_dispatch
+from chatsite.runs.dispatch import run_requeue
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.admission import run_submit
 from chatsite.runs.services import run_cancel, run_claim, run_release
@@ -80,7 +80,7 @@ def test_a_handed_back_run_goes_back_first_among_its_tenants_runs(submit, fair_p
     claim = run_claim(run_id=first.pk, worker="draining-worker")
     later = submit(tenant)
     run_release(run_id=first.pk, lease_token=claim.lease_token)  # the drain hands it back...
-    run_dispatch(claim.run)  # ...and generation dispatches it again
+    run_requeue(run_id=first.pk, pool=fair_pool.name, tier=TIER, tenant_id=tenant.pk)  # ...and generation sends it back
     assert [fair_queue.pop(pool=fair_pool.name, tier=TIER).run_id for _ in range(2)] == [first.pk, later.pk]
 
 

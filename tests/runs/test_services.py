@@ -77,7 +77,7 @@ def test_idempotency_key_returns_the_first_run(chat):
 def test_claim_is_exclusive_and_counts_attempts(chat):
     run = run_submit(chat=chat, content="hello")
     first = run_claim(run_id=run.pk, worker="w1")
-    assert first is not None and first.run.attempt == 1 and first.run.status == "running"
+    assert first is not None and first.run.attempt == 1 and GenerationRun.objects.get(pk=run.pk).status == "running"
     assert run_claim(run_id=run.pk, worker="w2") is None  # a live attempt holds it
     run_release(run_id=run.pk, lease_token=first.lease_token)
     second = run_claim(run_id=run.pk, worker="w2")  # the first attempt died: a new one may take it

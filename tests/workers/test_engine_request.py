@@ -1,14 +1,16 @@
 """The worker builds the engine request from the run's saved sampling, every knob of it."""
 import json
 
-from chatsite.runs.models import GenerationRun
+from chatsite.runs.store.claim import ClaimedRun
 from workers.generation import engine_request
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
-def _run(sampling: dict, tier: str = "interactive") -> GenerationRun:
-    return GenerationRun(pk=5, seed=11, tier=tier, sampling=sampling)  # unsaved: only its fields are read
+def _run(sampling: dict, tier: str = "interactive") -> ClaimedRun:
+    return ClaimedRun(id=5, tenant_id=1, chat_id=1, assistant_message_id=2, tier=tier, source="api", attempt=1,
+                      sampling=sampling, seed=11, max_tokens=9, prompt_tokens=3, budget_cap=None,
+                      prompt_snapshot=[], raw_prompt=False, keeps_token_ids=True)
 
 
 def test_every_saved_knob_reaches_the_engine_request():

@@ -41,10 +41,10 @@ def served(monkeypatch):
     done: list[int] = []
 
     def generate_claimed(rt, claim, *, since=0.0):
-        done.append(claim.run.pk)
-        run_end(run_id=claim.run.pk, lease_token=claim.lease_token,
+        done.append(claim.run.id)
+        run_end(run_id=claim.run.id, lease_token=claim.lease_token,
                 fields=codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=0))
-        run_release(run_id=claim.run.pk, lease_token=claim.lease_token)
+        run_release(run_id=claim.run.id, lease_token=claim.lease_token)
         return "finished"
 
     monkeypatch.setattr(fair_pick, "generate_claimed", generate_claimed)
@@ -123,12 +123,12 @@ def test_a_tenant_at_its_cap_leaves_a_reserve_thread_to_another_tenants_run(subm
     finish_first, served = threading.Event(), []
 
     def generate_claimed(rt, claim, *, since=0.0):
-        served.append(claim.run.pk)
-        if claim.run.pk == first.pk:
+        served.append(claim.run.id)
+        if claim.run.id == first.pk:
             assert finish_first.wait(10)  # the flooding tenant's run is still generating
-        run_end(run_id=claim.run.pk, lease_token=claim.lease_token,
+        run_end(run_id=claim.run.id, lease_token=claim.lease_token,
                 fields=codec.done_fields(finish_reason="stop", prompt_tokens=3, completion_tokens=0))
-        run_release(run_id=claim.run.pk, lease_token=claim.lease_token)
+        run_release(run_id=claim.run.id, lease_token=claim.lease_token)
         return "finished"
 
     def wake_in_thread(run):

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from chatsite.chats.models import Message
 from chatsite.runs.admission import run_continue, run_submit
 from chatsite.runs.services.claim import run_claim, run_release
 from chatsite.runs.store import finalize
@@ -22,8 +23,8 @@ def _prompt_start(claim):
 
 
 def _ended(claim, ids: list[int], reason: str = "stop") -> None:
-    finalize.run_finish(run_id=claim.run.pk, ending=run_ending(reason=reason), tokens=TokenRecord(ids, "d" * 32))
-    run_release(run_id=claim.run.pk, lease_token=claim.lease_token)
+    finalize.run_finish(run_id=claim.run.id, ending=run_ending(reason=reason), tokens=TokenRecord(ids, "d" * 32))
+    run_release(run_id=claim.run.id, lease_token=claim.lease_token)
 
 
 def test_a_first_turn_starts_from_nothing_a_next_turn_and_a_continue_from_the_reply_they_build_on(chat):
@@ -33,5 +34,5 @@ def test_a_first_turn_starts_from_nothing_a_next_turn_and_a_continue_from_the_re
     second = run_claim(run_id=run_submit(chat=chat, content="again", max_tokens=5).pk, worker="w1")
     assert _prompt_start(second) == TokenRecord([5, 6], "d" * 32)  # the reply before its question
     _ended(second, [5, 6, 7, 8], reason="length")
-    carried = run_claim(run_id=run_continue(chat=chat, message=second.run.assistant_message).pk, worker="w1")
+    carried = run_claim(run_id=run_continue(chat=chat, message=Message.objects.get(pk=second.run.assistant_message_id)).pk, worker="w1")
     assert _prompt_start(carried) == TokenRecord([5, 6, 7, 8], "d" * 32)  # the reply it carries on

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from chatsite import stage_trace
-from chatsite.runs.models import GenerationRun
-from chatsite.runs.store.claim import run_take
+from chatsite.runs.store.claim import ClaimedRun, run_take
 from chatsite.runs.store.tokens import Kept
 from chatsite.runs.stream import lease, log
 from chatsite.runs.stream.log import Reply
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
-    run: GenerationRun
+    run: ClaimedRun
     lease_token: str
     so_far: Reply  # what earlier attempts streamed, read as the lease was taken
     cancel_asked: bool

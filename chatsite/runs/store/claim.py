@@ -9,7 +9,29 @@ from chatsite.runs.store.engine import Columns, fetch_one, prepared, sql_in
 from chatsite.runs.store.tokens import Kept, unpack
 from inference.token_prefix import TokenRecord
 
-_RUN = Columns(GenerationRun, "r")
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """What a worker generates a run from, as saved, `running` under its new attempt."""
+
+    id: int
+    tenant_id: int
+    chat_id: int
+    assistant_message_id: int
+    tier: str
+    source: str
+    attempt: int
+    sampling: dict
+    seed: int
+    max_tokens: int
+    prompt_tokens: int  # admission's estimate
+    budget_cap: int | None  # the most tokens it may use, for a tenant with a budget
+    prompt_snapshot: list  # the messages its prompt is built from
+    raw_prompt: bool  # a text completion's prompt, as it is
+    keeps_token_ids: bool  # its reply's ids are kept for the next turn
+
+
+_RUN = Columns(GenerationRun, "r", only=tuple(ClaimedRun.__slots__))
 _TOKENS, _MESSAGES = MessageTokens._meta.db_table, Message._meta.db_table
 # One statement (one round trip): a terminal run is left alone. The ids kept with the two
 # replies a prompt can start with come along (each a lookup by key; none for a first turn):
@@ -18,7 +40,7 @@ _TOKENS, _MESSAGES = MessageTokens._meta.db_table, Message._meta.db_table
 _CLAIM = prepared(
     f'WITH r AS (UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
     f'started_at = COALESCE(started_at, %s) WHERE id = %s AND status NOT IN {sql_in(GenerationRun.TERMINAL)} '
-    f'RETURNING {_RUN.sql}) '
+    f'RETURNING {_RUN.sql}, r.user_message_id) '
     f'SELECT {_RUN.sql}, b.token_ids, b.digest, c.token_ids, c.digest FROM r '
     f'LEFT JOIN "{_TOKENS}" b ON b.message_id = (SELECT m.parent_id FROM "{_MESSAGES}" m '
     f'WHERE m.id = r.user_message_id) '
@@ -28,7 +50,7 @@ _CLAIM = prepared(
 
 @dataclass(frozen=True, slots=True)
 class Taken:
-    run: GenerationRun  # as saved, `running` under its new attempt
+    run: ClaimedRun
     kept: Kept  # the ids its prompt may start with
 
 
@@ -40,6 +62,6 @@ def run_take(*, run_id: int, worker: str, now: datetime) -> Taken | None:
         return None
     n = len(_RUN)
     after_ids, after_digest, carried_ids, carried_digest = row[n:]
-    return Taken(_RUN.build(row[:n]), Kept(
+    return Taken(ClaimedRun(*_RUN.values(row[:n])), Kept(
         after_question=None if after_ids is None else TokenRecord(unpack(after_ids), after_digest),
         carried_on=None if carried_ids is None else TokenRecord(unpack(carried_ids), carried_digest)))

@@ -24,29 +24,36 @@ class Columns:
     """A model's columns in a SELECT under a table alias, and the instance built from
     that slice of a row (the fields' own conversions applied, as the ORM would)."""
 
-    def __init__(self, model, alias: str, *, exclude: tuple[str, ...] = ()):
+    def __init__(self, model, alias: str, *, exclude: tuple[str, ...] = (), only: tuple[str, ...] = ()):
         self.model = model
-        self.fields = [f for f in model._meta.concrete_fields if f.name not in exclude]
+        if only:  # these fields (by attname), in this order: a slice of the row for a dataclass
+            self.fields = [model._meta.get_field(name) for name in only]
+        else:
+            self.fields = [f for f in model._meta.concrete_fields if f.name not in exclude]
         self.attnames = [f.attname for f in self.fields]
         self.sql = ", ".join(f'{alias}."{f.column}"' for f in self.fields)
         self.table = model._meta.db_table
         self._converted = [(i, f) for i, f in enumerate(self.fields) if hasattr(f, "from_db_value")]
-        self._pk_at = self.attnames.index(model._meta.pk.attname)
+        self._pk_at = self.attnames.index(model._meta.pk.attname) if model._meta.pk.attname in self.attnames else None
 
     def __len__(self) -> int:
         return len(self.fields)
 
-    def build(self, values):
-        """The instance for these values (in this object's column order); None when
-        its primary key is NULL (the missing side of a LEFT JOIN)."""
+    def values(self, values) -> list:
+        """These values (in this object's column order) as the fields make them of a row."""
         values = list(values)
-        if values[self._pk_at] is None:
-            return None
         if self._converted:
             db = _db()
             for i, field in self._converted:
                 values[i] = field.from_db_value(values[i], None, db)
-        return self.model.from_db(DEFAULT_DB_ALIAS, self.attnames, values)
+        return values
+
+    def build(self, values):
+        """The instance for these values (in this object's column order); None when
+        its primary key is NULL (the missing side of a LEFT JOIN)."""
+        if values[self._pk_at] is None:
+            return None
+        return self.model.from_db(DEFAULT_DB_ALIAS, self.attnames, self.values(values))
 
 
 def split(row, *columns: Columns) -> list:

@@ -70,7 +70,10 @@ def test_a_claim_and_a_finish_are_one_statement_each(chat, django_assert_num_que
     run = run_submit(chat=chat, content="hello", max_tokens=5)
     with django_assert_num_queries(1):
         taken = claim.run_take(run_id=run.pk, worker="w1", now=timezone.now())
-    assert taken.run.status == GenerationRun.Status.RUNNING and taken.run.attempt == 1
+    saved = GenerationRun.objects.get(pk=run.pk)  # each field of the claimed run as saved, under its new attempt
+    assert saved.status == GenerationRun.Status.RUNNING and saved.attempt == 1 and saved.worker == "w1"
+    assert taken.run == claim.ClaimedRun(**{name: getattr(saved, name) for name in claim.ClaimedRun.__slots__})
+    assert taken.run.prompt_snapshot == [{"role": "user", "content": "hello"}] and taken.run.max_tokens == 5
     ending = finalize.Ending(status=GenerationRun.Status.COMPLETED, finished_at=timezone.now(), finish_reason="stop",
                              completion_tokens=2, prompt_tokens=4, error=None,
                              first_token_at=timezone.now().astimezone(dt_timezone.utc), itl_ms=1.5, logprobs="[]", details=None,
@@ -118,7 +121,7 @@ def test_a_replys_token_ids_are_kept_by_its_finish_and_read_by_the_next_turns_cl
     second = run_submit(chat=chat, content="again", max_tokens=5)
     with django_assert_num_queries(1):
         taken = claim.run_take(run_id=second.pk, worker="w1", now=timezone.now())
-    assert taken.run.pk == second.pk and taken.run.status == "running"
+    assert taken.run.id == second.pk and GenerationRun.objects.get(pk=second.pk).status == "running"
     assert taken.kept.builds_on(continued=False) == TokenRecord(ids, "d" * 32)
     assert taken.kept.builds_on(continued=True) is None  # it carries no reply on
     # A failed reply keeps none; the turn after it gets none.
