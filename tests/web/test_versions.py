@@ -91,8 +91,12 @@ def test_continue_a_reply_cut_at_the_length_limit_appends_to_it(chat_page: ChatP
     expect(article.locator(".badge")).to_have_text("Reached the length limit")
     before = _reply_text(chat_page, first)
 
-    article.get_by_role("button", name="Continue this reply").click()
-    second = chat_page.wait_new_run(first, timeout=30)  # the continue is admitted by a request of its own: a loaded box takes longer
+    # The continue's own request, awaited: a failure then says whether it was sent and what it was answered.
+    with page.expect_response(lambda r: r.url.endswith("/continue") and r.request.method == "POST",
+                              timeout=30_000) as answered:
+        article.get_by_role("button", name="Continue this reply").click()
+    assert answered.value.ok, f"continue answered {answered.value.status}: {answered.value.text()}"
+    second = chat_page.wait_new_run(first, timeout=30)
     chat_page.wait_settled(second)
     run = saved_run(second)
     final = chat_page.reply(second)
