@@ -1,4 +1,6 @@
 """Reads for tenancy: which tenant a request acts for."""
+from django.db.models import Exists
+
 from chatsite.errors import NotFound
 from chatsite.tenancy.credentials import KeyRead
 from chatsite.tenancy.models import ApiKey, Membership, Tenant, UserPreferences
@@ -17,10 +19,11 @@ def tenant_for_request(user, auth) -> Tenant:
     return membership.tenant
 
 
-def member_active(*, tenant: Tenant, user) -> bool:
+def member_active(*, tenant, user) -> Exists:
     """Whether `user` (active) belongs to `tenant` (active) still: what a request acting
-    for them later (a queued message, when its turn comes) needs."""
-    return Membership.objects.filter(tenant=tenant, user=user, tenant__is_active=True, user__is_active=True).exists()
+    for them later (a queued message, when its turn comes) needs. An expression, read
+    with the row it is about (`tenant` and `user` may be OuterRefs)."""
+    return Exists(Membership.objects.filter(tenant=tenant, user=user, tenant__is_active=True, user__is_active=True))
 
 
 def api_keys_for(*, tenant: Tenant, user):

@@ -7,7 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from chatsite.chats.models import QueuedMessage
@@ -15,7 +15,7 @@ from chatsite.errors import Conflict, InvalidInput, RateLimited
 from chatsite.quotas.models import TenantQuota
 from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_submit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services.queued import add, advance, edit
+from chatsite.runs.services.queued import add, advance, edit, rows
 from chatsite.runs.services import run_finalize
 from chatsite.runs.stream import codec
 from chatsite.tenancy.models import Membership
@@ -130,10 +130,18 @@ def test_a_deleted_chats_queue_starts_nothing(chat):
     assert not QueuedMessage.objects.filter(pk=item.pk).exists()
 
 
-def test_a_message_whose_sender_lost_access_is_refused_when_its_turn_comes(chat):
+LOST_ACCESS = {
+    "removed from the tenant": lambda chat: Membership.objects.filter(tenant=chat.tenant, user=chat.owner).delete(),
+    "deactivated": lambda chat: type(chat.owner).objects.filter(pk=chat.owner_id).update(is_active=False),
+    "its tenant deactivated": lambda chat: type(chat.tenant).objects.filter(pk=chat.tenant_id).update(is_active=False),
+}
+
+
+@pytest.mark.parametrize("how", LOST_ACCESS)
+def test_a_message_whose_sender_lost_access_is_refused_when_its_turn_comes(chat, how):
     first = run_submit(chat=chat, content="one")
     item = _queue(chat, "two")
-    Membership.objects.filter(tenant=chat.tenant, user=chat.owner).delete()
+    LOST_ACCESS[how](chat)
     _finish(first)
     item.refresh_from_db()
     assert item.state == Q.REFUSED and "access" in item.error and item.run_id is None
@@ -202,3 +210,30 @@ def test_a_withdrawal_in_progress_does_not_hide_the_next_message_from_the_advanc
     withdraw.join(10), ending.join(10)
     b.refresh_from_db()
     assert b.state == Q.STARTED, (b.state, b.error)
+
+
+def test_the_queues_head_is_locked_alone_its_tenant_and_sender_stay_free_for_other_writers(chat):
+    """The advance holds its head message's row for a whole admission: a lock on its tenant's
+    or sender's row too would hold up every insert that refers to them (a chat, a run)."""
+    item = _waiting_row(chat, "two", 0)
+    outcome = {}
+
+    def other_writer():
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cur:
+                    cur.execute("SET LOCAL lock_timeout = '3s'")
+                ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool)
+            outcome["wrote"] = True
+        except Exception as exc:  # the lock's timeout
+            outcome["error"] = repr(exc)
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        found = rows.queue_head(chat_id=chat.pk)
+        writer = threading.Thread(target=other_writer)
+        writer.start()
+        writer.join(10)
+    assert found.item.pk == item.pk and found.sender_member is True
+    assert outcome == {"wrote": True}

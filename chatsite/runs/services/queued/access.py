@@ -4,7 +4,6 @@ the door checks a live request's credential, against the credential that queued 
 from chatsite.chats.models import QueuedMessage
 from chatsite.tenancy import revocation
 from chatsite.tenancy.revocation import Grant, grant_revoked
-from chatsite.tenancy.selectors import member_active
 
 ACCESS_ENDED = "its sender no longer has access to this chat"
 CREDENTIAL_ENDED = {  # why a message is refused when the credential that queued it ended since
@@ -14,11 +13,12 @@ CREDENTIAL_ENDED = {  # why a message is refused when the credential that queued
 }
 
 
-def access_ended(item: QueuedMessage) -> str | None:
+def access_ended(item: QueuedMessage, *, member: bool) -> str | None:
     """Why its sender may no longer send it, checked as the door checks a live request's
-    credential: membership, and the credential that queued it (a key revoked, a session
-    signed out, a password changed since; chatsite.tenancy.revocation). None: it may go."""
-    if not member_active(tenant=item.tenant, user=item.owner):
+    credential: membership (`member`, read with the item: queued.rows.queue_head), and the
+    credential that queued it (a key revoked, a session signed out, a password changed
+    since; chatsite.tenancy.revocation). None: it may go."""
+    if not member:
         return ACCESS_ENDED
     if item.granted_at is None:  # queued before its credential was kept
         return None

@@ -14,7 +14,7 @@ from chatsite.errors import ModelUnavailable, NotFound, Overloaded, RateLimited,
 from chatsite.runs.admission import ReplyInProgress, run_admit
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.queued.access import access_ended
-from chatsite.runs.services.queued.rows import State, ask_of, changed
+from chatsite.runs.services.queued.rows import State, ask_of, changed, queue_head
 from chatsite.runs.store import turns as store_turns
 
 logger = logging.getLogger(__name__)
@@ -45,11 +45,11 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
                 store_turns.chat_lock(chat_id=chat_id)
             except NotFound:  # the chat was deleted, its queue with it
                 return None
-            head = (QueuedMessage.objects.select_for_update().select_related("tenant", "owner", "chat")
-                    .filter(chat_id=chat_id, state=State.QUEUED).order_by("position", "id").first())
-            if head is None:
+            found = queue_head(chat_id=chat_id)
+            if found is None:
                 return None
-            if (ended := access_ended(head)) is not None:
+            head = found.item
+            if (ended := access_ended(head, member=found.sender_member)) is not None:
                 _refuse(head, ended)
                 continue
             try:  # a refusal writes nothing: the door's own savepoint rolls back whatever it began

@@ -1,13 +1,16 @@
 """The queue's rows, as the queue's services share them: a message as the door's Ask, a
 repeat found by its Idempotency-Key, a new message's place, a waiting message by id, and
 the chat's windows told of a change (chatsite.runs.services.queued)."""
-from django.db.models import Max
+from dataclasses import dataclass
+
+from django.db.models import Max, OuterRef
 
 from chatsite.chats import live
 from chatsite.chats.models import Chat, QueuedMessage
 from chatsite.errors import Conflict, InvalidInput, NotFound
 from chatsite.runs.admission import Ask, Caller, InChat, Send, idempotency
 from chatsite.runs.models import GenerationRun
+from chatsite.tenancy.selectors import member_active
 
 MAX_QUEUED_PER_CHAT = 20
 State = QueuedMessage.State
@@ -19,6 +22,22 @@ def ask_of(item: QueuedMessage) -> Ask:
                source=req.get("source", GenerationRun.Source.API), model=req.get("model"),
                sampling=req.get("sampling") or {}, tier=req.get("tier", "interactive"),
                idempotency_key=req.get("idempotency_key", ""), from_queue=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    item: QueuedMessage  # locked, with its tenant, owner and chat
+    sender_member: bool  # its sender still belongs to its tenant, both active
+
+
+def queue_head(*, chat_id: int) -> Head | None:
+    """The chat's first waiting message, locked (its row only: a lock on its tenant's or
+    owner's row would hold up every insert that refers to them), with whether its sender
+    is still a member, in one query; None when none waits."""
+    item = (QueuedMessage.objects.select_for_update(of=("self",)).select_related("tenant", "owner", "chat")
+            .annotate(sender_member=member_active(tenant=OuterRef("tenant_id"), user=OuterRef("owner_id")))
+            .filter(chat_id=chat_id, state=State.QUEUED).order_by("position", "id").first())
+    return None if item is None else Head(item, item.sender_member)
 
 
 def queued_earlier(ask: Ask, key: str, asked: str) -> QueuedMessage | None:
