@@ -53,6 +53,7 @@ class RateLimited(ServiceError):
 
     status = 429
     code = "rate_limited"
+    counted = False  # counted on the tenant's usage row already (quotas.services.refusals_counted)
 
 
 class Overloaded(ServiceError):

@@ -122,7 +122,7 @@ def refusals_counted(tenant):
     try:
         yield
     except RateLimited as refused:
-        if not getattr(refused, "counted", False) and not connection.in_atomic_block:
+        if not refused.counted and not connection.in_atomic_block:
             quota_record_refusal(tenant=tenant)
             refused.counted = True
         raise
