@@ -25,6 +25,11 @@ def get_redis() -> redis.Redis:
     return _sync_client
 
 
+def database(client) -> int:
+    """The database number `client` works in (what a pub/sub channel's name must carry)."""
+    return int(client.connection_pool.connection_kwargs.get("db", 0))
+
+
 def get_async_redis() -> aioredis.Redis:
     """An async client bound to the running event loop (clients cannot cross loops)."""
     loop = asyncio.get_running_loop()

@@ -12,6 +12,14 @@ def cancelled_runs() -> str:
     return "runs:cancelled"
 
 
+def cancels_channel(database: int) -> str:
+    """Pub/sub channel a stop's run id is published on as it is asked (best effort: a worker
+    holding the run aborts it at once instead of at its next append; workers.cancel_watch).
+    Named by the Redis database number: unlike keys, channels are shared by every database
+    of a server (the test sessions running side by side each have one)."""
+    return f"runs:cancels:{database}"
+
+
 def run_lease(run_id: int) -> str:
     """The token of the one attempt that may write the run's stream (lapses when it
     dies); `ended:<token>` once its terminal entry is written (chatsite.runs.stream.lease)."""

@@ -15,6 +15,7 @@ from chatsite.pools.models import ModelPool
 from inference import chat_templates
 from inference.engine_host import EngineHost
 from inference.engine_lifetime import EngineRecord
+from workers.cancel_watch import CancelWatch
 from workers.heartbeat import Heartbeat
 from workers.stream_writer import StreamWriter
 
@@ -33,6 +34,7 @@ class Runtime:
         self.draining = False
         self.disabled = False  # waiting, with no engine loaded, for its disabled pool to be enabled
         self.heartbeat: Heartbeat | None = None
+        self.cancel_watch = CancelWatch(writer.cancel_pushed)  # stops told as they are asked
         self.engine_record = engine_record(worker_name)
 
 
@@ -127,6 +129,7 @@ def start(*, pool_name: str, worker_name: str) -> Runtime:
     log.info("[%s] pool %s: starting the engine for %s (vLLM takes ~30-40 s on a CPU) ...",
              worker_name, pool_name, pool.model)
     host.start()
+    rt.cancel_watch.start()
     rt.engine_record.write()
     log.info("[%s] pool %s: engine ready in %.1f s; taking work", worker_name, pool_name, time.monotonic() - started)
     # What is loaded now (Django, Celery, vLLM's front end, the tokenizer) lives as long as
@@ -154,6 +157,7 @@ def stop(deadline_seconds: float | None = None) -> None:
         log.warning("could not read the pool's workers; letting the runs finish", exc_info=True)
         mode = draining.FINISH
     draining.drain(rt, mode=mode, deadline_seconds=deadline_seconds)
+    rt.cancel_watch.stop()
     rt.heartbeat.stop()
     rt.host.shutdown()
     rt.engine_record.remove()

@@ -257,11 +257,26 @@ class StreamWriter:
                 if run.cancel_requested:
                     stage_trace.mark("writer.stop_written", run.run_id)
                 self._settle(run, ended[run.run_id])  # 4) wake the task whose run ended
-            elif answer == CANCEL_ASKED and not run.cancel_requested:
-                run.cancel_requested = True
-                stage_trace.mark("writer.cancel_seen", run.run_id)
-                self._stopping.add(run.request_id)
-                self._abort(run.request_id)
+            elif answer == CANCEL_ASKED:
+                self._cancel(run)
+
+    def cancel_pushed(self, run_id: int) -> None:
+        """A stop asked for `run_id`, pushed as it was asked (workers.cancel_watch): aborted now,
+        not at the run's next append. Nothing for a run this worker does not hold."""
+        with self._lock:
+            run = next((r for r in self._runs.values() if r.run_id == run_id), None)
+        if run is not None:
+            self._cancel(run)
+
+    def _cancel(self, run: ActiveRun) -> None:
+        """Abort a run whose stop was asked, once (its append's read and the push may both see it)."""
+        with self._lock:
+            if run.cancel_requested:
+                return
+            run.cancel_requested = True
+        stage_trace.mark("writer.cancel_seen", run.run_id)
+        self._stopping.add(run.request_id)
+        self._abort(run.request_id)
 
     def _terminal(self, run: ActiveRun, last: StepDelta) -> tuple[str, dict | None]:
         if last.error:

@@ -4,10 +4,11 @@ import time
 import pytest
 
 from chatsite import redis_keys
-from chatsite.redis_client import get_redis
+from chatsite.redis_client import database, get_redis
 from chatsite.runs.stream import lease, log
 from inference.types import StepDelta
 from workers import stream_writer
+from workers.cancel_watch import CancelWatch
 from workers.stream_writer import ActiveRun, StreamWriter
 
 RUN = 990101
@@ -75,6 +76,36 @@ def test_a_cancel_aborts_the_request_and_the_end_says_cancelled(writer):
     writer.on_step([StepDelta(run.request_id, "", 0, finished=True, finish_reason="abort")])
     assert run.done.wait(5) and run.outcome == stream_writer.FINISHED
     assert log.read(RUN).terminal.finish_reason == "cancelled"
+
+
+def test_a_pushed_cancel_aborts_the_run_at_once_and_once(writer):
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.cancel_pushed(RUN + 1)  # not a run of this worker's
+    assert writer.aborted == [] and not run.cancel_requested
+    writer.cancel_pushed(RUN)
+    assert writer.aborted == [run.request_id] and run.cancel_requested  # before any append
+    log.cancel_ask(RUN)  # the record the next append reads: the run is not aborted again
+    writer.on_step([StepDelta(run.request_id, "a", 1)])
+    wait(lambda: get_redis().xlen(redis_keys.run_stream(RUN)) == 1)
+    writer.cancel_pushed(RUN)
+    assert writer.aborted == [run.request_id]
+    writer.on_step([StepDelta(run.request_id, "", 0, finished=True, finish_reason="abort")])
+    assert run.done.wait(5) and log.read(RUN).terminal.finish_reason == "cancelled"
+
+
+def test_a_stop_asked_is_pushed_to_the_watching_workers():
+    told: list[int] = []
+    watch = CancelWatch(told.append)
+    watch.start()
+    try:
+        channel = redis_keys.cancels_channel(database(get_redis()))
+        wait(lambda: get_redis().pubsub_numsub(channel)[0][1] >= 1)  # subscribed
+        log.cancel_ask(RUN)
+        wait(lambda: RUN in told)
+    finally:
+        watch.stop()
+        get_redis().zrem(redis_keys.cancelled_runs(), str(RUN))
 
 
 def test_a_handed_back_run_gets_no_terminal_entry(writer):

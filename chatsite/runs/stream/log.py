@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chatsite import redis_keys
-from chatsite.redis_client import get_redis
+from chatsite.redis_client import database, get_redis
 from chatsite.runs.stream import codec, lease
 from chatsite.runs.stream.codec import GAP, NEW, REPEAT, Entry, SeqCursor
 from chatsite.runs.stream.lease import is_ended
@@ -112,12 +112,16 @@ def end(*, run_id: int, lease_token: str, fields: dict) -> bool:
 
 # --- cancel -----------------------------------------------------------------------
 def cancel_ask(run_id: int) -> None:
-    """Ask the run's attempt to stop: it sees this at its next engine step."""
+    """Ask the run's attempt to stop: its worker reads the ask with its next append (the
+    record), and is told at once on the cancels channel (the push: it aborts the run before
+    that append, and the engine stops it at its next step)."""
     ttl = ttl_seconds()
     now = time.time()
-    pipe = get_redis().pipeline(transaction=False)
+    r = get_redis()
+    pipe = r.pipeline(transaction=False)
     pipe.zadd(redis_keys.cancelled_runs(), {str(run_id): now})
     pipe.zremrangebyscore(redis_keys.cancelled_runs(), "-inf", now - ttl)  # no run lives that long
+    pipe.publish(redis_keys.cancels_channel(database(r)), str(run_id))
     pipe.execute()
 
 
