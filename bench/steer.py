@@ -9,13 +9,14 @@ entry (the stop), and the steered run's first token entry. Then, in the same cha
 plain message is sent (its prefix is as warm: the same chat, one turn later) and its
 first token stamped the same way: the target is steer <= that TTFT + one engine step.
 
-    .venv/bin/python -m bench.steer [--engine fake|vllm] [--rounds 10] [--stages]
+    .venv/bin/python -m bench.steer [--engine fake|vllm] [--rounds 10] [--stages] [--jitter-ms 25]
 
 With --stages the web and the worker mark each stage (chatsite/stage_trace.py) and a second
 table splits send now -> the steered first token between them (bench/probes/steer_stages.py).
 """
 import argparse
 import os
+import random
 import socket
 import statistics
 import tempfile
@@ -78,7 +79,8 @@ def wait_idle(stack: Stack, chat_id: int) -> None:
             time.sleep(0.02)
 
 
-def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, after_tokens: int) -> dict:
+def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, after_tokens: int,
+              delay: float = 0.0) -> dict:
     r = stack.redis()
     url = f"/api/chats/{chat_id}/messages/"
     long_run = http.post(url, json={"content": "Tell me a long story about loops.", "max_tokens": long_tokens,
@@ -88,6 +90,7 @@ def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, 
     key = redis_keys.run_stream(long_run["id"])
     while sum(1 for _, f in r.xrange(key) if "t" in f) < after_tokens:
         time.sleep(0.005)
+    time.sleep(delay)  # where in the engine's step the click falls (--jitter-ms)
     t0 = time.time()
     assert http.post(f"/api/chats/{chat_id}/queue/{queued_id}/send-now").status_code == 202
     answered = time.time()
@@ -119,7 +122,11 @@ def main() -> None:
     ap.add_argument("--long-tokens", type=int, default=400)
     ap.add_argument("--after-tokens", type=int, default=10, help="tokens of the long reply before send now")
     ap.add_argument("--stages", action="store_true", help="mark each stage in the web and the worker")
+    ap.add_argument("--jitter-ms", type=float, default=0.0,
+                    help="send now after a further random 0..N ms (the same draws in every run): without it the "
+                         "click follows a token entry, always at the same point of the engine's step")
     args = ap.parse_args()
+    draws = random.Random(43)
     trace = Path(tempfile.mkdtemp()) / "stages.txt"
     if args.stages:
         os.environ["CHATSITE_STAGE_TRACE"] = str(trace)  # the stack's processes inherit it
@@ -136,7 +143,8 @@ def main() -> None:
             wait_idle(stack, chat_id)  # warm: the chat's prefix is on the worker
             rows = []
             for i in range(args.rounds):
-                rows.append(one_round(stack, http, chat_id, args.long_tokens, args.after_tokens))
+                rows.append(one_round(stack, http, chat_id, args.long_tokens, args.after_tokens,
+                                      delay=draws.uniform(0, args.jitter_ms) / 1000))
                 print(f"round {i + 1}: " + ", ".join(f"{k} {v:.0f}" for k, v in rows[-1].items() if k != "ids"),
                       flush=True)
     finally:
@@ -151,7 +159,7 @@ def main() -> None:
                + (f" + one step {step_ms:.0f} ms = {budget:.0f} ms: {'met' if steer <= budget else 'missed'}"
                   if step_ms else " (vLLM: its step time is in the stop figure)"))
     command = f".venv/bin/python -m bench.steer --engine {args.engine} --rounds {args.rounds}" \
-        + (" --stages" if args.stages else "")
+        + (" --stages" if args.stages else "") + (f" --jitter-ms {args.jitter_ms:g}" if args.jitter_ms else "")
     stamp = (f"`{command}` ({date.today().isoformat()}, load {common.loadavg():.1f} on {socket.gethostname()}; "
              f"engine {args.engine}" + (f", {step_ms:.0f} ms a step" if step_ms else "") + ")\n\n")
     print(table)
