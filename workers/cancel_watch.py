@@ -36,7 +36,7 @@ class CancelWatch:
                 pubsub.subscribe(redis_keys.cancels_channel(database(r)))
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=RECONNECT_SECONDS)
-                    if message is not None:
+                    if message is not None and message["data"].isdigit():  # a run id; anything else is not ours
                         self._on_cancel(int(message["data"]))
             except Exception as exc:  # Redis away: the appends still read every ask
                 log.warning("cancel watch: %s; subscribing again in %.0f s", exc, RECONNECT_SECONDS)

@@ -34,7 +34,8 @@ class Columns:
         self.sql = ", ".join(f'{alias}."{f.column}"' for f in self.fields)
         self.table = model._meta.db_table
         self._converted = [(i, f) for i, f in enumerate(self.fields) if hasattr(f, "from_db_value")]
-        self._pk_at = self.attnames.index(model._meta.pk.attname) if model._meta.pk.attname in self.attnames else None
+        pk = model._meta.pk.attname
+        self._pk_at = self.attnames.index(pk) if pk in self.attnames else None  # None: `only` left it out
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -51,6 +52,8 @@ class Columns:
     def build(self, values):
         """The instance for these values (in this object's column order); None when
         its primary key is NULL (the missing side of a LEFT JOIN)."""
+        if self._pk_at is None:
+            raise TypeError(f"{self.model.__name__}'s columns without its key build no instance: read values()")
         if values[self._pk_at] is None:
             return None
         return self.model.from_db(DEFAULT_DB_ALIAS, self.attnames, self.values(values))
