@@ -15,7 +15,7 @@ usually, not always, the most likely.
 Its outputs come as vLLM's do: a request asked for one output per `stream_interval`
 steps (the worker asks for about one per its coalescing window) gets its first token
 at once, then one output of the next `interval` tokens every `interval` steps, and
-the last (or an abort) with whatever remains (vLLM's DELTA outputs). A benchmark on it then sees
+the last with whatever remains (vLLM's DELTA outputs), and an abort's at once, as it is asked. A benchmark on it then sees
 the hand-offs per token a worker sees on the real engine, not one per token.
 """
 import asyncio
@@ -153,7 +153,6 @@ class FakeBackend:
         self.output_window = output_window
         self.startup_seconds = startup_seconds
         self._active: dict[str, _Active] = {}
-        self._aborted: set[str] = set()
         self._stepper: asyncio.Task | None = None
         self._generated = 0
         self._prefix_cache = PrefixCache()
@@ -269,11 +268,6 @@ class FakeBackend:
             due = max(due + self.step_seconds, loop.time() - MAX_LAG_SECONDS)
             await asyncio.sleep(max(0.0, due - loop.time()))
             for rid, req in list(self._active.items()):
-                if rid in self._aborted:  # the words made since its last output come with the abort, as in vLLM
-                    self._aborted.discard(rid)
-                    del self._active[rid]
-                    _hand_out(req, "abort")
-                    continue
                 i = req.next
                 if i == req.fail_at:  # the words not handed out yet are lost with the engine, as in vLLM
                     del self._active[rid]
@@ -291,8 +285,12 @@ class FakeBackend:
         return f"the engine refuses it: {REFUSE_MARKER}" if REFUSE_MARKER in json_schema else None
 
     async def abort(self, request_id: str) -> None:
-        if request_id in self._active:
-            self._aborted.add(request_id)
+        # At once, with the words made since its last output, as vLLM 0.32 does: AsyncLLM.abort's
+        # OutputProcessor.abort_requests puts the request's last output on its queue before it
+        # tells the engine core (not at the engine's next step).
+        req = self._active.pop(request_id, None)
+        if req is not None:
+            _hand_out(req, "abort")
 
     def stats(self) -> EngineStats:
         return EngineStats(running=len(self._active), generated_tokens=self._generated)

@@ -171,11 +171,9 @@ class StreamWriter:
                 deltas = self._queue.get(timeout=IDLE_POLL_SECONDS)
             except queue.Empty:
                 deltas = []
-            if deltas and not self._has_first_token(deltas) and not self._stops_a_run(deltas):
-                window = self.window()
-                if window > 0:
-                    time.sleep(window)  # a run's first token is never held back: it is the TTFT
-            while True:  # merge steps that arrived in the window or piled up while the last write ran
+            if deltas and not self._urgent(deltas):
+                self._gather(deltas, self.window())
+            while True:  # merge steps that piled up while the last write ran
                 try:
                     deltas.extend(self._queue.get_nowait())
                 except queue.Empty:
@@ -184,6 +182,23 @@ class StreamWriter:
                 self._write(deltas)
             except Exception:
                 log.exception("stream writer failed on a batch of %d deltas", len(deltas))
+
+    def _gather(self, deltas: list[StepDelta], window: float) -> None:
+        """Add to `deltas` the steps that arrive within `window`; cut short by a step that
+        must not wait (a run's first token, a stopped run's end: `_urgent`)."""
+        deadline = time.monotonic() + window
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                more = self._queue.get(timeout=left)
+            except queue.Empty:
+                return
+            deltas.extend(more)
+            if self._urgent(more):
+                return
+
+    def _urgent(self, deltas: list[StepDelta]) -> bool:
+        """A run's first token (it is the TTFT) or a stopped run's end is never held back."""
+        return self._has_first_token(deltas) or self._stops_a_run(deltas)
 
     def _has_first_token(self, deltas: list[StepDelta]) -> bool:
         """Costs nothing once every active run has streamed (the set is empty)."""

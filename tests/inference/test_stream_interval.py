@@ -120,6 +120,10 @@ def _fake_outputs(step_seconds: float, n_tokens: int, window: float, abort_after
         while not (chunks and chunks[-1].finished):
             if abort_after is not None and backend.stats().generated_tokens >= abort_after:
                 await backend.abort("r1")
+                # Handed out within the abort, as vLLM's OutputProcessor.abort_requests does (above):
+                # a stop is written at once, not at the engine's next step.
+                assert chunks[-1].finished and chunks[-1].finish_reason == "abort"
+                assert backend.stats().generated_tokens == sum(c.num_tokens for c in chunks)
             await asyncio.sleep(0)  # between two steps: the steps sleep their pace
         return chunks
 

@@ -220,3 +220,44 @@ def test_a_stopped_runs_end_is_not_held_back_by_the_window_its_tokens_wait(write
     assert run.done.wait(3) and time.monotonic() - started < 0.5  # the stop does not: a send now waits on it
     reply = log.read(RUN)
     assert reply.text == "abc" and reply.terminal.finish_reason == "cancelled"
+
+
+def test_a_stop_that_ends_within_another_steps_window_cuts_the_window_short(writer, monkeypatch):
+    monkeypatch.setattr(stream_writer, "coalesce_window", lambda runs: 1.0)
+    run = active(lease.acquire(RUN, "w"))
+    writer.register(run)
+    writer.on_step([StepDelta(run.request_id, "a", 1)])
+    wait(lambda: get_redis().xlen(redis_keys.run_stream(RUN)) == 1)
+    writer.cancel_pushed(RUN)
+    assert writer.aborted == [run.request_id]
+    started = time.monotonic()
+    writer.on_step([StepDelta(run.request_id, "b", 1)])  # a token: the writer gathers for a window
+    time.sleep(0.05)
+    writer.on_step([StepDelta(run.request_id, "c", 1, finished=True, finish_reason="abort")])  # the abort's end
+    assert run.done.wait(3) and time.monotonic() - started < 0.5  # written with it, not a window later
+    reply = log.read(RUN)
+    assert reply.text == "abc" and reply.terminal.finish_reason == "cancelled"
+
+
+def test_a_runs_first_token_within_another_runs_window_is_not_held(writer, monkeypatch):
+    monkeypatch.setattr(stream_writer, "coalesce_window", lambda runs: 1.0)
+    other_id = RUN + 1
+    r = get_redis()
+    r.delete(redis_keys.run_stream(other_id), redis_keys.run_lease(other_id))
+    try:
+        first = active(lease.acquire(RUN, "w"))
+        writer.register(first)
+        writer.on_step([StepDelta(first.request_id, "a", 1)])
+        wait(lambda: r.xlen(redis_keys.run_stream(RUN)) == 1)
+        other = ActiveRun(run_id=other_id, attempt=1, request_id=f"run-{other_id}-1",
+                          lease_token=lease.acquire(other_id, "w"), next_seq=0)
+        writer.register(other)
+        started = time.monotonic()
+        writer.on_step([StepDelta(first.request_id, "b", 1)])  # the first run's token opens a window
+        time.sleep(0.05)
+        writer.on_step([StepDelta(other.request_id, "x", 1)])  # the new run's first token: its TTFT
+        wait(lambda: r.xlen(redis_keys.run_stream(other_id)) == 1, timeout=3)
+        assert time.monotonic() - started < 0.5
+        assert log.read(RUN).text == "ab"  # the window's steps go with it
+    finally:
+        r.delete(redis_keys.run_stream(other_id), redis_keys.run_lease(other_id))
