@@ -94,14 +94,19 @@ class Stack:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stderr[-3000:]}")
         return out.stdout
 
-    def seed(self, *, engine_args: dict | None = None) -> str:
+    def seed(self, *, engine_args: dict | None = None, product_model: bool = False) -> str:
         """The demo tenant, user and pools (flagship engine args overridable); returns an API key.
-        The flagship pool serves the tiny trained model the other arms load (common.MODEL_DIR)."""
+        The flagship pool serves the tiny trained model the other arms load (common.MODEL_DIR),
+        or with `product_model` the product's own default, as `seed_demo` sets it."""
         self.manage("seed_demo")
-        with self.sql() as conn:
-            conn.execute("update pools_modelpool set model = %s, context_length = %s where name = %s",
-                         (str(common.MODEL_DIR), common.CONTEXT_LENGTH, common.POOL))
-        self.set_engine_args(engine_args or {})
+        if product_model:
+            if engine_args:
+                raise ValueError("engine_args override the tiny model's; the product's model keeps its own")
+        else:
+            with self.sql() as conn:
+                conn.execute("update pools_modelpool set model = %s, context_length = %s where name = %s",
+                             (str(common.MODEL_DIR), common.CONTEXT_LENGTH, common.POOL))
+            self.set_engine_args(engine_args or {})
         return self.manage("create_api_key", "--user", "demo", "--name", "bench").strip().splitlines()[-1]
 
     def set_engine_args(self, overrides: dict) -> None:

@@ -3,7 +3,8 @@ chatsite.stage_trace's marks (bench.steer --stages sets CHATSITE_STAGE_TRACE for
 the worker; this reads the file after they exit).
 
 A round names two runs: the one stopped (its marks up to its finalize) and the one steered
-to (its admission, dispatch, claim and first token). A mark with no run id (the request's
+to (its admission, dispatch, claim and first token); a second table follows the round's
+plain message (the target's warm TTFT) through the same stages from its POST. A mark with no run id (the request's
 arrival, Celery's receipt, the task's start, the queue's advance) is the last of its name
 between the send now and the round's next tagged stage (rounds run one at a time).
 """
@@ -20,6 +21,11 @@ STAGES = (("client.send_now", "client"), ("web.request", None), ("web.send_now_s
           ("worker.received", None), ("worker.task", None), ("worker.leased", "steered"),
           ("worker.claimed", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
           ("writer.first_written", "steered"), ("stream.first_token", "client"))
+# The plain message sent after it, as warm (its TTFT is the target's base): the same stages from its POST.
+PLAIN = (("client.send_now", "client"), ("web.request", None), ("web.saved", "steered"), ("web.committed", "steered"),
+         ("web.dispatched", "steered"), ("worker.received", None), ("worker.task", None), ("worker.leased", "steered"),
+         ("worker.claimed", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
+         ("writer.first_written", "steered"), ("stream.first_token", "client"))
 
 
 def _read(path: Path) -> tuple[dict, dict]:
@@ -37,27 +43,31 @@ def _read(path: Path) -> tuple[dict, dict]:
     return tagged, {k: sorted(v) for k, v in untagged.items()}
 
 
-def round_marks(tagged: dict, untagged: dict, row: dict) -> dict[str, float]:
+def round_marks(tagged: dict, untagged: dict, row: dict, stages=STAGES) -> dict[str, float]:
     """One round's stages. `row`: bench.steer's (stopped, steered, t0, first token epoch s)."""
     marks = {"client.send_now": row["t0"], "stream.first_token": row["first_token_at"]}
-    for stage, whose in STAGES:
+    for stage, whose in stages:
         if whose in ("stopped", "steered") and stage in tagged.get(row[whose], {}):
             marks[stage] = tagged[row[whose]][stage]
-    for i, (stage, whose) in enumerate(STAGES):
+    for i, (stage, whose) in enumerate(stages):
         if whose is not None:
             continue
-        before = next((marks[s] for s, _ in STAGES[i + 1:] if s in marks), None)
+        before = next((marks[s] for s, _ in stages[i + 1:] if s in marks), None)
         inside = [t for t in untagged.get(stage, ()) if row["t0"] <= t and (before is None or t <= before)]
         if inside:
             marks[stage] = inside[-1]
     return marks
 
 
-def table(path: Path, rows: list[dict]) -> str:
-    """Per step between two stages that every round has: wall ms p50 and p90."""
+def table(path: Path, rows: list[dict], *, plain: bool = False) -> str:
+    """Per step between two stages that every round has: wall ms p50 and p90. `plain`: the
+    rounds' plain messages (`row["plain"]`: its run id, POST and first token epoch s)."""
     tagged, untagged = _read(path)
-    rounds = [round_marks(tagged, untagged, row) for row in rows]
-    names = [s for s, _ in STAGES if all(s in m for m in rounds)]
+    stages = PLAIN if plain else STAGES
+    rows = [{"steered": r["plain"][0], "t0": r["plain"][1], "first_token_at": r["plain"][2]} for r in rows] \
+        if plain else rows
+    rounds = [round_marks(tagged, untagged, row, stages) for row in rows]
+    names = [s for s, _ in stages if all(s in m for m in rounds)]
     out = []
     for a, b in zip(names, names[1:]):
         wall = [1000 * (m[b] - m[a]) for m in rounds]
