@@ -1,8 +1,9 @@
 """A stop told to this worker as it is asked (chatsite.runs.stream.log.cancel_ask publishes
-the run id): the run is aborted at once, and the engine stops it at its next step. The
-stream writer also reads every ask with its next append, so a push that is lost (Redis
-restarting, this thread reconnecting) only costs that wait: without the push, a stop waits
-for the run's next append, most of a coalescing window (bench.steer --stages)."""
+the run id): the run is aborted at once, and vLLM hands its last output within the abort,
+so its end is written at once (workers.stream_writer). The stream writer also reads every
+ask with its next append, so a push that is lost (Redis restarting, this thread
+reconnecting) only costs that wait: without the push, a stop waits for the run's next
+append, most of a coalescing window (bench.steer --stages)."""
 import logging
 import threading
 

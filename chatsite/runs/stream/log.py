@@ -114,7 +114,7 @@ def end(*, run_id: int, lease_token: str, fields: dict) -> bool:
 def cancel_ask(run_id: int) -> None:
     """Ask the run's attempt to stop: its worker reads the ask with its next append (the
     record), and is told at once on the cancels channel (the push: it aborts the run before
-    that append, and the engine stops it at its next step)."""
+    that append, and writes its end as the engine hands it back)."""
     ttl = ttl_seconds()
     now = time.time()
     r = get_redis()

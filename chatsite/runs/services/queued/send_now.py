@@ -31,7 +31,7 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
         changed(chat, interrupted=active.pk if active is not None else None)  # its windows label its end
     if active is not None:
         stage_trace.mark("web.send_now_saved", active.pk)
-        run_cancel(run=active)  # its end (here, or on its worker at the next step) starts the queue
+        run_cancel(run=active)  # its end (here, or on its worker as it aborts it) starts the queue
     else:
         queue_advance(chat_id=chat.pk)
     item.refresh_from_db()
