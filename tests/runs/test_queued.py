@@ -1,6 +1,8 @@
 """Queued messages (chatsite.runs.services.queued) against real Postgres and Redis, without
 workers: a run ends here the way its worker, a stop or the sweep ends it (its terminal
 entry, then run_finalize), and the chat's queue advances from that ending."""
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -10,13 +12,14 @@ from chatsite.chats.selectors import queue_of, queued_places
 from chatsite.errors import Conflict, InvalidInput, NotFound
 from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_submit
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_finalize
+from chatsite.runs.services import run_cancel, run_claim, run_finalize
 from chatsite.runs.services.queued.add import message_send_or_queue, queued_add
 from chatsite.runs.services.queued.advance import queue_advance, queues_sweep
 from chatsite.runs.services.queued.edit import queued_edit, queued_retry, queued_withdraw
 from chatsite.runs.services.queued.rows import MAX_QUEUED_PER_CHAT
+from chatsite.runs.services.queued import send_now
 from chatsite.runs.services.queued.send_now import queued_send_now
-from chatsite.runs.stream import codec
+from chatsite.runs.stream import codec, log
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, finish_run, xadd_tokens
 
@@ -149,6 +152,60 @@ def test_send_now_stops_the_reply_keeps_it_as_interrupted_and_runs_next_with_it(
         queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
     finish_run(steered)
     assert _started(a).user_message.parent_id == steered.assistant_message_id
+
+
+def _worker_stops_when_asked(run, *, delay=0.0):
+    """A worker holding `run`: once the stop is asked (and `delay` later), it writes the
+    reply's end as its lease holder, and does not save it (its process is busy). The thread."""
+    claim = run_claim(run_id=run.pk, worker="busy-worker")
+    assert claim is not None
+
+    def stop():
+        end = time.monotonic() + 10
+        while not log.cancel_asked(run.pk):
+            assert time.monotonic() < end
+            time.sleep(0.005)
+        time.sleep(delay)
+        assert log.end(run_id=run.pk, lease_token=claim.lease_token, fields=codec.done_fields(
+            finish_reason="cancelled", prompt_tokens=3, completion_tokens=2))
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    return thread
+
+
+def test_send_now_starts_its_message_itself_once_the_stop_is_written(chat):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half", " a"])
+    b = _queue(chat, "three")
+    worker = _worker_stops_when_asked(first)
+    sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    worker.join()
+    # Started in the request: the stopped reply saved by the door first, interrupted, in the steered prompt.
+    assert sent.state == Q.STARTED and sent.run_id is not None
+    first.refresh_from_db()
+    assert first.status == "cancelled" and first.finish_reason == "interrupted"
+    assert first.assistant_message.content == "Half a"
+    steered = _started(b)
+    assert steered.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
+                                            {"role": "user", "content": "three"}]
+    assert GenerationRun.objects.filter(chat=chat).count() == 2  # once: the worker's own save starts nothing more
+    assert run_finalize(run_id=first.pk) == "cancelled" and GenerationRun.objects.filter(chat=chat).count() == 2
+
+
+def test_a_stop_written_after_send_nows_wait_starts_the_message_at_the_replys_end(chat, monkeypatch):
+    monkeypatch.setattr(send_now, "STOP_WAIT_SECONDS", 0.1)
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half"])
+    b = _queue(chat, "three")
+    worker = _worker_stops_when_asked(first, delay=0.5)  # a paused worker
+    sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    assert sent.state == Q.QUEUED and sent.interrupted_run_id == first.pk  # asked, left to the reply's end
+    worker.join()
+    assert run_finalize(run_id=first.pk) == "cancelled"  # the worker saves it: its end starts the queue
+    first.refresh_from_db()
+    assert first.finish_reason == "interrupted"
+    assert _started(b).user_message.parent_id == first.assistant_message_id
 
 
 def test_the_sweep_starts_a_queue_whose_advance_was_lost_once(chat):

@@ -245,3 +245,22 @@ def acquire_reading(run_id: int, holder: str) -> tuple[str | None, Reply, bool]:
 def has_ended(run_id: int) -> bool:
     """Whether the run's terminal entry has been written (its lease is marked ended)."""
     return is_ended(get_redis().get(redis_keys.run_lease(run_id)))
+
+
+def wait_ended(run_id: int, *, timeout: float) -> bool:
+    """Whether the run's terminal entry is written within `timeout` seconds: woken by each
+    new entry of its stream (a blocking read from its newest), not a poll."""
+    r = get_redis()
+    key = redis_keys.run_stream(run_id)
+    deadline = time.monotonic() + timeout
+    while True:
+        pipe = r.pipeline(transaction=False)
+        pipe.xrevrange(key, count=1)
+        pipe.get(redis_keys.run_lease(run_id))
+        newest, holder = pipe.execute()
+        if is_ended(holder):  # the terminal entry and this mark are written in one script
+            return True
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return False
+        r.xread({key: newest[0][0] if newest else "0-0"}, count=1, block=left_ms)

@@ -11,6 +11,12 @@ from chatsite.runs.services.cancel import run_cancel
 from chatsite.runs.services.queued.advance import queue_advance
 from chatsite.runs.services.queued.rows import State, changed, waiting_item
 from chatsite.runs.store import turns as store_turns
+from chatsite.runs.stream import log
+
+# How long a send now waits for the stop it asked to be written, to start its message itself
+# (the door saves the stopped reply first); a stop that takes longer (its worker paused) is
+# left to the run's end, which starts the queue wherever it is saved.
+STOP_WAIT_SECONDS = 1.0
 
 
 def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
@@ -31,7 +37,12 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
         changed(chat, interrupted=active.pk if active is not None else None)  # its windows label its end
     if active is not None:
         stage_trace.mark("web.send_now_saved", active.pk)
-        run_cancel(run=active)  # its end (here, or on its worker as it aborts it) starts the queue
+        run_cancel(run=active)
+        # Its end starts the queue (here, or on its worker as it aborts it); this request starts it as soon
+        # as the stop is written, without waiting for the worker to save the reply (a web process is
+        # idle here, a worker's process busy with its engine); the chat's lock starts it once.
+        if log.wait_ended(active.pk, timeout=STOP_WAIT_SECONDS):
+            queue_advance(chat_id=chat.pk)
     else:
         queue_advance(chat_id=chat.pk)
     item.refresh_from_db()
