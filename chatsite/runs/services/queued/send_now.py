@@ -8,7 +8,7 @@ from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import chat_get
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.cancel import run_cancel
-from chatsite.runs.services.queued.advance import queue_advance
+from chatsite.runs.services.queued.advance import queue_advance, queue_start_next
 from chatsite.runs.services.queued.rows import State, changed, waiting_item
 from chatsite.runs.store import turns as store_turns
 from chatsite.runs.stream import log
@@ -22,8 +22,9 @@ STOP_WAIT_SECONDS = 1.0
 def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
     """Steer: the queued message moves to the head of its chat's queue and the reply in
     progress is stopped at its next token (its partial text kept as the reply, which ends
-    `interrupted`); its end starts this message, with that reply in its context. With no
-    reply in progress it starts at once. Raises NotFound, Conflict once started."""
+    `interrupted`); its end starts this message, with that reply in its context: here, once the
+    stop is written (mostly within milliseconds), or where the reply is saved. With no reply in
+    progress it starts at once. Raises NotFound, Conflict once started."""
     chat = chat_get(tenant=tenant, user=user, chat_id=chat_id)
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat.pk)
@@ -42,7 +43,7 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
         # as the stop is written, without waiting for the worker to save the reply (a web process is
         # idle here, a worker's process busy with its engine); the chat's lock starts it once.
         if log.wait_ended(active.pk, timeout=STOP_WAIT_SECONDS):
-            queue_advance(chat_id=chat.pk)
+            queue_start_next(chat_id=chat.pk)  # a failure is logged, not answered: the stop was asked
     else:
         queue_advance(chat_id=chat.pk)
     item.refresh_from_db()
