@@ -19,6 +19,7 @@ class CancelWatch:
     def __init__(self, on_cancel):
         self._on_cancel = on_cancel  # called with a run id, on this watch's thread
         self._stop = threading.Event()
+        self.listening = threading.Event()  # set once Redis confirmed the subscription (a later ask reaches it)
         self._thread = threading.Thread(target=self._loop, name="cancel-watch", daemon=True)
 
     def start(self) -> None:
@@ -33,13 +34,18 @@ class CancelWatch:
             pubsub = None
             try:
                 r = get_redis()
-                pubsub = r.pubsub(ignore_subscribe_messages=True)
+                pubsub = r.pubsub()
                 pubsub.subscribe(redis_keys.cancels_channel(database(r)))
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=RECONNECT_SECONDS)
-                    if message is not None and message["data"].isdigit():  # a run id; anything else is not ours
+                    if message is None:
+                        continue
+                    if message["type"] == "subscribe":
+                        self.listening.set()
+                    elif message["type"] == "message" and message["data"].isdigit():  # a run id; nothing else is ours
                         self._on_cancel(int(message["data"]))
             except Exception as exc:  # Redis away: the appends still read every ask
+                self.listening.clear()
                 log.warning("cancel watch: %s; subscribing again in %.0f s", exc, RECONNECT_SECONDS)
                 self._stop.wait(RECONNECT_SECONDS)
             finally:
