@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import common, report
 
-# (stage, whose run id tags it: "stopped", "steered" or None for an untagged mark)
+# (stage, whose run id tags it: "stopped", "steered" (PLAIN: "plain") or None for an untagged mark)
 STAGES = (("client.send_now", "client"), ("web.request", None), ("web.send_now_saved", "stopped"),
           ("web.stop_asked", "stopped"), ("writer.cancel_seen", "stopped"), ("writer.stop_written", "stopped"),
           ("worker.ended", "stopped"), ("finalize.saved", "stopped"), ("queue.advance", None),
@@ -22,10 +22,8 @@ STAGES = (("client.send_now", "client"), ("web.request", None), ("web.send_now_s
           ("worker.claimed", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
           ("writer.first_written", "steered"), ("stream.first_token", "client"))
 # The plain message sent after it, as warm (its TTFT is the target's base): the same stages from its POST.
-PLAIN = (("client.send_now", "client"), ("web.request", None), ("web.saved", "steered"), ("web.committed", "steered"),
-         ("web.dispatched", "steered"), ("worker.received", None), ("worker.task", None), ("worker.leased", "steered"),
-         ("worker.claimed", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
-         ("writer.first_written", "steered"), ("stream.first_token", "client"))
+PLAIN = tuple((stage, "plain" if whose == "steered" else whose) for stage, whose in STAGES
+              if whose != "stopped" and stage != "queue.advance")
 
 
 def _read(path: Path) -> tuple[dict, dict]:
@@ -44,10 +42,11 @@ def _read(path: Path) -> tuple[dict, dict]:
 
 
 def round_marks(tagged: dict, untagged: dict, row: dict, stages=STAGES) -> dict[str, float]:
-    """One round's stages. `row`: bench.steer's (stopped, steered, t0, first token epoch s)."""
+    """One round's stages. `row`: bench.steer's (stopped, steered, t0, first token epoch s), or
+    for PLAIN a plain message's (plain, t0, first token epoch s)."""
     marks = {"client.send_now": row["t0"], "stream.first_token": row["first_token_at"]}
     for stage, whose in stages:
-        if whose in ("stopped", "steered") and stage in tagged.get(row[whose], {}):
+        if whose not in (None, "client") and stage in tagged.get(row[whose], {}):
             marks[stage] = tagged[row[whose]][stage]
     for i, (stage, whose) in enumerate(stages):
         if whose is not None:
@@ -64,7 +63,7 @@ def table(path: Path, rows: list[dict], *, plain: bool = False) -> str:
     rounds' plain messages (`row["plain"]`: its run id, POST and first token epoch s)."""
     tagged, untagged = _read(path)
     stages = PLAIN if plain else STAGES
-    rows = [{"steered": r["plain"][0], "t0": r["plain"][1], "first_token_at": r["plain"][2]} for r in rows] \
+    rows = [{"plain": r["plain"][0], "t0": r["plain"][1], "first_token_at": r["plain"][2]} for r in rows] \
         if plain else rows
     rounds = [round_marks(tagged, untagged, row, stages) for row in rows]
     names = [s for s, _ in stages if all(s in m for m in rounds)]
