@@ -26,6 +26,12 @@ def run_lease(run_id: int) -> str:
     return f"run:{run_id}:lease"
 
 
+def run_steering(run_id: int) -> str:
+    """Present while a send-now request waits for this run's stop to start its message
+    itself (chatsite.runs.services.queued.steering): the run's end leaves the message to it."""
+    return f"run:{run_id}:steering"
+
+
 def worker_heartbeat(worker: str) -> str:
     """A worker's latest engine figures (a hash), expiring when it goes silent."""
     return f"worker:{worker}"

@@ -193,6 +193,29 @@ def test_send_now_starts_its_message_itself_once_the_stop_is_written(chat):
     assert run_finalize(run_id=first.pk) == "cancelled" and GenerationRun.objects.filter(chat=chat).count() == 2
 
 
+def test_a_reply_its_worker_saves_while_send_now_waits_leaves_its_message_to_the_request(chat, monkeypatch):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half", " a"])
+    b = _queue(chat, "three")
+    worker = _worker_stops_when_asked(first)
+    waited = log.wait_ended
+    left = []
+
+    def wait_while_the_worker_saves(run_id, *, timeout):
+        ended = waited(run_id, timeout=timeout)
+        assert run_finalize(run_id=run_id) == "cancelled"  # the worker's save, its end's signal sent
+        b.refresh_from_db()
+        left.append(b.state)
+        return ended
+
+    monkeypatch.setattr(log, "wait_ended", wait_while_the_worker_saves)
+    sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    worker.join()
+    assert left == [Q.QUEUED]  # the reply's end left the message to the request waiting for the stop
+    assert sent.state == Q.STARTED and _started(b).user_message.parent_id == first.assistant_message_id
+    assert GenerationRun.objects.filter(chat=chat).count() == 2
+
+
 def test_a_stop_written_after_send_nows_wait_starts_the_message_at_the_replys_end(chat, monkeypatch):
     monkeypatch.setattr(send_now, "STOP_WAIT_SECONDS", 0.1)
     first = run_submit(chat=chat, content="one")

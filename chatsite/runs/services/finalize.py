@@ -24,7 +24,7 @@ from inference.token_prefix import TokenRecord
 
 logger = logging.getLogger(__name__)
 
-# Sent with chat_id after the commit of a run's end that found messages queued in its chat;
+# Sent with chat_id and run_id after the commit of a run's end that found messages queued in its chat;
 # after, so that an ending inside another admission (the door's) never starts the queue inside it.
 queue_waiting = Signal()
 
@@ -76,7 +76,7 @@ def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -
     observe_latencies(finished.pool_name, {"ttft": finished.ttft_ms, "itl": finished.itl_ms})
     if finished.queue_waiting:  # every ending (completed, stopped, failed, swept) passes here once
         chat_id = finished.chat_id
-        transaction.on_commit(lambda: queue_waiting.send(sender=GenerationRun, chat_id=chat_id))
+        transaction.on_commit(lambda: queue_waiting.send(sender=GenerationRun, chat_id=chat_id, run_id=run_id))
     return finished.status
 
 

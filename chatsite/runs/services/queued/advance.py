@@ -13,6 +13,7 @@ from chatsite.chats.models import QueuedMessage
 from chatsite.errors import ModelUnavailable, NotFound, Overloaded, RateLimited, ServiceError
 from chatsite.runs.admission import ReplyInProgress, run_admit
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.queued import steering
 from chatsite.runs.services.queued.access import access_ended
 from chatsite.runs.services.queued.rows import State, ask_of, changed, queue_head
 from chatsite.runs.store import turns as store_turns
@@ -74,9 +75,12 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
             return head
 
 
-def queue_start_next(sender=None, *, chat_id: int, **signal) -> None:
-    """A run of the chat ended with messages queued (finalize's `queue_waiting`): start the
-    next. A failure is logged: the sweep starts a queue left waiting."""
+def queue_start_next(sender=None, *, chat_id: int, run_id: int | None = None, **signal) -> None:
+    """A run of the chat ended with messages queued (finalize's `queue_waiting`, `run_id`
+    the run): start the next, unless a send-now request waits to start it (steering). A
+    failure is logged: the sweep starts a queue left waiting."""
+    if run_id is not None and steering.is_awaited(run_id):
+        return
     try:
         queue_advance(chat_id=chat_id)
     except Exception:

@@ -1,5 +1,7 @@
 """Steering: a waiting message sent now, the reply in progress stopped at its next token
 (chatsite.runs.services.queued)."""
+import logging
+
 from django.db import transaction
 from django.db.models import Min
 
@@ -8,15 +10,19 @@ from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import chat_get
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.cancel import run_cancel
+from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.runs.services.queued.advance import queue_advance, queue_start_next
+from chatsite.runs.services.queued import steering
 from chatsite.runs.services.queued.rows import State, changed, waiting_item
 from chatsite.runs.store import turns as store_turns
 from chatsite.runs.stream import log
 
 # How long a send now waits for the stop it asked to be written, to start its message itself
-# (the door saves the stopped reply first); a stop that takes longer (its worker paused) is
-# left to the run's end, which starts the queue wherever it is saved.
+# (steering); a stop that takes longer (its worker paused) is left to the run's end, which
+# starts the queue wherever it is saved.
 STOP_WAIT_SECONDS = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
@@ -38,13 +44,29 @@ def queued_send_now(*, tenant, user, chat_id, queued_id) -> QueuedMessage:
         changed(chat, interrupted=active.pk if active is not None else None)  # its windows label its end
     if active is not None:
         stage_trace.mark("web.send_now_saved", active.pk)
-        run_cancel(run=active)
-        # Its end starts the queue (here, or on its worker as it aborts it); this request starts it as soon
-        # as the stop is written, without waiting for the worker to save the reply (a web process is
-        # idle here, a worker's process busy with its engine); the chat's lock starts it once.
-        if log.wait_ended(active.pk, timeout=STOP_WAIT_SECONDS):
-            queue_start_next(chat_id=chat.pk)  # a failure is logged, not answered: the stop was asked
+        # This request starts the message as soon as the stop is written; the run's end, wherever it
+        # is saved, leaves it to this request until it has (steering), and starts it otherwise.
+        with steering.awaited(active.pk, seconds=STOP_WAIT_SECONDS):
+            run_cancel(run=active)
+            stopped = log.wait_ended(active.pk, timeout=STOP_WAIT_SECONDS)
+            if stopped:
+                _start_after(active.pk, chat_id=chat.pk)
+        if not stopped and log.has_ended(active.pk):  # written as the wait ended: its end may have left it here
+            _start_after(active.pk, chat_id=chat.pk)
     else:
         queue_advance(chat_id=chat.pk)
     item.refresh_from_db()
     return item
+
+
+def _start_after(run_id: int, *, chat_id: int) -> None:
+    """The stopped reply saved in a commit of its own (if its worker has not saved it yet),
+    then the message started: the worker's own save (which adds the reply's kept ids) waits
+    for that commit at most, not for the steered turn's admission, and is over before the
+    steered run reaches the worker. A failure is logged, not answered: the stop was asked,
+    and the sweep starts a queue left waiting."""
+    try:
+        run_finalize_if_ended(run_id=run_id)  # its end's signal starts the message (queue_start_next)
+    except Exception:
+        logger.exception("run %s: could not save its stopped reply; its worker will", run_id)
+    queue_start_next(chat_id=chat_id)  # the worker saved it first (its end left the message here)
