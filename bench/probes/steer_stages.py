@@ -4,7 +4,9 @@ the worker; this reads the file after they exit).
 
 A round names two runs: the one stopped (its marks up to its finalize) and the one steered
 to (its admission, dispatch, claim and first token); a second table follows the round's
-plain message (the target's warm TTFT) through the same stages from its POST. A mark with no run id (the request's
+plain message (the target's warm TTFT) through the same stages from its POST. The row before
+each table's last: the platform's part, per round (from the send now's save, or the plain
+message's admission, to the claim). A mark with no run id (the request's
 arrival, Celery's receipt, the task's start, the queue's advance) is the last of its name
 between the send now and the round's next tagged stage (rounds run one at a time).
 """
@@ -24,6 +26,11 @@ STAGES = (("client.send_now", "client"), ("web.request", None), ("web.send_now_s
 # The plain message sent after it, as warm (its TTFT is the target's base): the same stages from its POST.
 PLAIN = tuple((stage, "plain" if whose == "steered" else whose) for stage, whose in STAGES
               if whose != "stopped" and stage != "queue.advance")
+# The platform's part, free of the HTTP request before it and the engine after it: from the send now's
+# save to the steered run's claim (the stop, the reply's save, the admission, the dispatch), and the
+# plain message's from its admission's save to its claim; their difference is what steering adds.
+SPAN = ("web.send_now_saved", "worker.claimed")
+PLAIN_SPAN = ("web.saved", "worker.claimed")
 
 
 def _read(path: Path) -> tuple[dict, dict]:
@@ -71,6 +78,10 @@ def table(path: Path, rows: list[dict], *, plain: bool = False) -> str:
     for a, b in zip(names, names[1:]):
         wall = [1000 * (m[b] - m[a]) for m in rounds]
         out.append([f"{a} -> {b}", common.pct(wall, 50), common.pct(wall, 90)])
+    first, last = PLAIN_SPAN if plain else SPAN
+    if first in names and last in names:
+        span = [1000 * (m[last] - m[first]) for m in rounds]  # per round, not a sum of the medians above
+        out.append([f"{first} -> {last} (the platform's part)", common.pct(span, 50), common.pct(span, 90)])
     total = [1000 * (m[names[-1]] - m[names[0]]) for m in rounds]
     out.append([f"{names[0]} -> {names[-1]}", common.pct(total, 50), common.pct(total, 90)])
     return f"{len(rounds)} rounds\n" + report.table(["step", "wall p50 ms", "p90"], out)

@@ -78,6 +78,7 @@ def test_a_send_nows_round_joins_the_stopped_and_the_steered_runs_marks(tmp_path
         _line(1.021, 20, "queue.advance"),
         _line(1.030, 20, "web.saved", 5),
         _line(1.040, 20, "worker.leased", 5),
+        _line(1.045, 20, "worker.claimed", 5),
         _line(1.070, 20, "engine.first_output", 5),
     ]))
     tagged, untagged = steer_stages._read(path)
@@ -90,3 +91,4 @@ def test_a_send_nows_round_joins_the_stopped_and_the_steered_runs_marks(tmp_path
     rows = {cells[1].strip(): cells[2].strip() for cells in (line.split("|") for line in text.splitlines()[3:])}
     assert rows["finalize.saved -> queue.advance"] == "1.0"
     assert rows["client.send_now -> stream.first_token"] == "71.0"
+    assert rows["web.send_now_saved -> worker.claimed (the platform's part)"] == "43.0"  # the save to the claim
