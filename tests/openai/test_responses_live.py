@@ -222,6 +222,19 @@ def test_continuing_a_reply_whose_stream_ended_before_its_worker_saved_it(client
                                     {"role": "user", "content": "And?"}]
 
 
+def test_retrieving_a_response_whose_stream_ended_before_its_worker_saved_it(client):
+    queueing_pool("idle")
+    out = client.responses.create(model="idle", input="Hello?", background=True)
+    run_id = int(out.id.removeprefix("resp_"))
+    # A client that read the stream's end (response.completed) retrieves before the worker saves.
+    xadd_tokens(run_id, ["Hi", " there"])
+    end_stream(run_id, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
+    assert GenerationRun.objects.get(pk=run_id).status == "running"
+    got = client.responses.retrieve(out.id)
+    assert got.status == "completed" and got.output_text == "Hi there" and got.usage.output_tokens == 2
+    assert GenerationRun.objects.get(pk=run_id).status == "completed"
+
+
 def test_delete_removes_the_conversation(client):
     out = client.responses.create(model="flagship", input="Hello?")
     run = _run(out.id)

@@ -27,6 +27,7 @@ from chatsite.openai_api.responses.selectors import response_get, response_input
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.outlet import Outlet, closing_after
 from chatsite.runs.services import run_finalize
+from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.runs.stream import log as stream_log
 from chatsite.runs.stream.finished import finished_entries
 from chatsite.runs.stream.follow import follow
@@ -60,7 +61,11 @@ def _load(run_id: int) -> GenerationRun:
 
 def _object(run: GenerationRun) -> dict:
     """The response object as the run stands: from Postgres, and for a running run
-    its text so far from the run stream (output then holds the message in_progress)."""
+    its text so far from the run stream (output then holds the message in_progress). A run
+    whose stream has ended but whose worker has not saved it yet is saved first, as the door
+    does: a client that read the stream's end retrieves the response completed."""
+    if not run.is_terminal and run_finalize_if_ended(run_id=run.pk):
+        run = _load(run.pk)
     base = wire.echo(run, run.response_record)
     if run.status == GenerationRun.Status.QUEUED:
         return wire.pending_object(base, "queued")

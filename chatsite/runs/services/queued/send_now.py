@@ -66,7 +66,7 @@ def _start_after(run_id: int, *, chat_id: int) -> None:
     steered run reaches the worker. A failure is logged, not answered: the stop was asked,
     and the sweep starts a queue left waiting."""
     try:
-        run_finalize_if_ended(run_id=run_id)  # its end's signal starts the message (queue_start_next)
+        run_finalize_if_ended(run_id=run_id)
     except Exception:
         logger.exception("run %s: could not save its stopped reply; its worker will", run_id)
-    queue_start_next(chat_id=chat_id)  # the worker saved it first (its end left the message here)
+    queue_start_next(chat_id=chat_id)  # the run's end (this request's save or its worker's) left it here
