@@ -1,10 +1,12 @@
 """Run services against real Postgres and Redis, without workers."""
 import pytest
 
+from chatsite.chats.models import Chat
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.admission import run_submit
 from chatsite.runs.services import run_cancel, run_claim, run_finalize, run_release
+from chatsite.runs.services.chat_edits import chat_delete, message_select
 from chatsite.runs.stream import codec, log
 from tests.runs.helpers import end_stream, xadd_tokens
 
@@ -51,6 +53,24 @@ def test_next_message_right_after_the_stream_ended_is_admitted_with_the_reply_in
     assert second.status == "queued"
     assert second.prompt_snapshot == [{"role": "user", "content": "one"}, {"role": "assistant", "content": "Uno"},
                                       {"role": "user", "content": "two"}]
+
+
+def test_a_chat_whose_reply_stream_ended_before_its_worker_saved_it_can_be_changed_at_once(chat):
+    """Choosing a version and deleting the chat, as a client does when it reads `done`:
+    the reply is saved first, as the door saves it, not refused as still being generated."""
+    first = run_submit(chat=chat, content="one")
+    with pytest.raises(Conflict):  # still streaming
+        message_select(chat=chat, message=first.assistant_message)
+    xadd_tokens(first.pk, ["Un", "o"])
+    end_stream(first.pk, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
+    assert message_select(chat=chat, message=first.assistant_message) == first.assistant_message_id
+    first.refresh_from_db()
+    assert first.status == "completed" and first.assistant_message.content == "Uno"
+    second = run_submit(chat=chat, content="two")
+    xadd_tokens(second.pk, ["Dos"])
+    end_stream(second.pk, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=1))
+    chat_delete(chat=chat)
+    assert not Chat.objects.filter(pk=chat.pk).exists()
 
 
 @pytest.mark.parametrize("kwargs, field", [

@@ -7,11 +7,20 @@ from chatsite.chats import live, tree
 from chatsite.chats.models import Chat, Message
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.finalize import run_finalize_if_ended
+
+
+def _generating(chat: Chat) -> bool:
+    """Whether a reply is being generated in the chat. A run whose stream has ended but whose
+    worker has not saved it yet is saved here first, as the door does: a client acts on a
+    reply's end as soon as it reads it."""
+    active = chat.runs.filter(status__in=GenerationRun.ACTIVE).values_list("pk", flat=True)
+    return any(not run_finalize_if_ended(run_id=run_id) for run_id in active)
 
 
 def chat_delete(*, chat: Chat) -> None:
     """Delete a chat and its messages; refused while a reply is being generated."""
-    if chat.runs.filter(status__in=GenerationRun.ACTIVE).exists():
+    if _generating(chat):
         raise Conflict("a reply is still being generated in this chat; stop it first")
     live.chat_event(chat, live.CHAT_DELETED)
     chat.delete()
@@ -25,7 +34,7 @@ def message_select(*, chat: Chat, message: Message) -> int:
         raise InvalidInput("this reply was continued; choose the continued one", field="message")
     with transaction.atomic():
         locked = Chat.objects.select_for_update().get(pk=chat.pk)
-        if GenerationRun.objects.filter(chat=chat, status__in=GenerationRun.ACTIVE).exists():
+        if _generating(chat):
             raise Conflict("a reply is still being generated in this chat; wait for it or stop it first")
         leaf = tree.newest_below(chat_id=chat.pk, message_id=message.pk)
         locked.current_leaf_id = leaf
