@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from chatsite import redis_keys
 from chatsite.runs.models import GenerationRun
 from tests import stack
 from tests.factories import ChatFactory, PoolFactory
@@ -47,7 +48,11 @@ def test_a_drain_hands_every_run_over_at_once(fault_stack, fault_redis_client, t
     holder, held = running_on(ids).most_common(1)[0]
     moved = [pk for pk in ids if GenerationRun.objects.get(pk=pk).worker.split("@")[0] == holder]
     assert held == len(moved) >= 1
-    time.sleep(0.5)  # mid-reply: every run has streamed some tokens here
+    # mid-reply: every run the holder took has streamed some tokens (its writer holds it), not only been claimed
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not all(
+            fault_redis_client.xlen(redis_keys.run_stream(pk)) >= 3 for pk in moved):
+        time.sleep(0.05)
 
     name = f"{holder}@{socket.gethostname()}"
     drained = subprocess.run([sys.executable, "manage.py", "drain_worker", "--worker", name], cwd=stack.ROOT,
