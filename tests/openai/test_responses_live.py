@@ -207,14 +207,20 @@ def test_a_conversation_with_a_reply_in_progress_is_409(client):
     assert not GenerationRun.objects.exists()
 
 
-def test_continuing_a_reply_whose_stream_ended_before_its_worker_saved_it(client):
+def _ended_before_its_worker_saved_it(client):
+    """A response whose last event ("Hi there") a client has read just before the worker
+    saves its run (no worker serves its pool): (the response, its run's id)."""
     queueing_pool("idle")
-    first = client.responses.create(model="idle", input="Hello?", background=True)
-    run_id = int(first.id.removeprefix("resp_"))
-    # What a client sees when the last event arrives just before the worker saves the run.
+    out = client.responses.create(model="idle", input="Hello?", background=True)
+    run_id = int(out.id.removeprefix("resp_"))
     xadd_tokens(run_id, ["Hi", " there"])
     end_stream(run_id, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
     assert GenerationRun.objects.get(pk=run_id).status == "running"
+    return out, run_id
+
+
+def test_continuing_a_reply_whose_stream_ended_before_its_worker_saved_it(client):
+    first, run_id = _ended_before_its_worker_saved_it(client)
     second = client.responses.create(model="idle", input="And?", previous_response_id=first.id, background=True)
     assert GenerationRun.objects.get(pk=run_id).status == "completed"
     run2 = GenerationRun.objects.get(pk=int(second.id.removeprefix("resp_")))
@@ -223,13 +229,7 @@ def test_continuing_a_reply_whose_stream_ended_before_its_worker_saved_it(client
 
 
 def test_retrieving_a_response_whose_stream_ended_before_its_worker_saved_it(client):
-    queueing_pool("idle")
-    out = client.responses.create(model="idle", input="Hello?", background=True)
-    run_id = int(out.id.removeprefix("resp_"))
-    # A client that read the stream's end (response.completed) retrieves before the worker saves.
-    xadd_tokens(run_id, ["Hi", " there"])
-    end_stream(run_id, codec.done_fields(finish_reason="stop", prompt_tokens=5, completion_tokens=2))
-    assert GenerationRun.objects.get(pk=run_id).status == "running"
+    out, run_id = _ended_before_its_worker_saved_it(client)  # read response.completed, then retrieves
     got = client.responses.retrieve(out.id)
     assert got.status == "completed" and got.output_text == "Hi there" and got.usage.output_tokens == 2
     assert GenerationRun.objects.get(pk=run_id).status == "completed"
