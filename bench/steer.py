@@ -1,8 +1,9 @@
 """Send now (issue 43 section 1): from a queued message's "send now" to the first token of
 the run it steers to, against the warm-prefix TTFT of a plain message in the same chat.
 
-One chat, one worker, real daphne and Celery on a Postgres and Redis of their own. Per
-round: a long reply streams; a message is queued (`"queue": true`); once the reply has
+One worker, real daphne and Celery on a Postgres and Redis of their own. Per round, in a
+chat of its own warmed by one short turn (--one-chat: one chat for every round, which
+outgrows a small model's context): a long reply streams; a message is queued (`"queue": true`); once the reply has
 some tokens, POST .../send-now at t0. Stamps come from Redis stream entry ids (Redis's
 clock, milliseconds, the same machine as the client): the stopped reply's terminal
 entry (the stop), and the steered run's first token entry. Then, in the same chat, a
@@ -10,7 +11,7 @@ plain message is sent (its prefix is as warm: the same chat, one turn later) and
 first token stamped the same way: the target is steer <= that TTFT + one engine step.
 
     .venv/bin/python -m bench.steer [--engine fake|vllm] [--model tiny|product] [--rounds 10] [--stages]
-        [--jitter-ms 25]
+        [--jitter-ms 25] [--one-chat]
 
 With --stages the web and the worker mark each stage (chatsite/stage_trace.py) and a second
 table splits send now -> the steered first token between them (bench/probes/steer_stages.py).
@@ -80,6 +81,14 @@ def wait_idle(stack: Stack, chat_id: int) -> None:
             time.sleep(0.02)
 
 
+def warm_chat(stack: Stack, http: httpx.Client) -> int:
+    """A new chat with one short turn: its prefix is on the worker."""
+    chat_id = stack.make_chats(1)[0]
+    http.post(f"/api/chats/{chat_id}/messages/", json={"content": "Hello.", "max_tokens": 8})
+    wait_idle(stack, chat_id)
+    return chat_id
+
+
 def one_round(stack: Stack, http: httpx.Client, chat_id: int, long_tokens: int, after_tokens: int,
               delay: float = 0.0) -> dict:
     r = stack.redis()
@@ -128,6 +137,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--long-tokens", type=int, default=400)
     ap.add_argument("--after-tokens", type=int, default=10, help="tokens of the long reply before send now")
+    ap.add_argument("--one-chat", action="store_true",
+                    help="every round in one chat, its history growing (~70 tokens a round): past the model's context "
+                         "less the long reply's room (the tiny model: 1,024 - 400), the long reply's prompt drops more "
+                         "turns than the steered one's, whose prefix is then cold. By default each round has a chat "
+                         "of its own, warmed by one short turn")
     ap.add_argument("--stages", action="store_true", help="mark each stage in the web and the worker")
     ap.add_argument("--jitter-ms", type=float, default=0.0,
                     help="send now after a further random 0..N ms (the same draws in every run): without it the "
@@ -144,12 +158,11 @@ def main() -> None:
         secret = stack.seed(product_model=args.engine == "vllm" and args.model == "product")
         _, base = stack.start_web()
         stack.start_worker("steer")
-        chat_id = stack.make_chats(1)[0]
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=60) as http:
-            http.post(f"/api/chats/{chat_id}/messages/", json={"content": "Hello.", "max_tokens": 8})
-            wait_idle(stack, chat_id)  # warm: the chat's prefix is on the worker
-            rows = []
+            rows, chat_id = [], None
             for i in range(args.rounds):
+                if chat_id is None or not args.one_chat:
+                    chat_id = warm_chat(stack, http)
                 rows.append(one_round(stack, http, chat_id, args.long_tokens, args.after_tokens,
                                       delay=draws.uniform(0, args.jitter_ms) / 1000))
                 print(f"round {i + 1}: " + ", ".join(f"{k} {v:.0f}" for k, v in rows[-1].items() if k != "ids"),
@@ -167,7 +180,7 @@ def main() -> None:
                f"= {budget:.0f} ms: {'met' if steer <= budget else 'missed'}")
     command = f".venv/bin/python -m bench.steer --engine {args.engine} --rounds {args.rounds}" \
         + (f" --model {args.model}" if args.engine == "vllm" else "") \
-        + (" --stages" if args.stages else "") + (f" --jitter-ms {args.jitter_ms:g}" if args.jitter_ms else "")
+        + (" --one-chat" if args.one_chat else "") + (" --stages" if args.stages else "") + (f" --jitter-ms {args.jitter_ms:g}" if args.jitter_ms else "")
     stamp = (f"`{command}` ({date.today().isoformat()}, load {common.loadavg():.1f} on {socket.gethostname()}; "
              f"engine {args.engine}" + (f" ({args.model} model)" if args.engine == "vllm" else "")
              + f", {step_ms:.0f} ms a step)\n\n")
