@@ -122,7 +122,7 @@ class EngineHost:
             return None
         with self._tokenizer_lock:
             return token_prefix.record(self._backend.tokenizer, prompt_ids=plan.token_ids, prompt_text=plan.text,
-                                       output_ids=output_ids, salt=self._salt())
+                                       output_ids=output_ids, salt=self._salt(), dropped=plan.num_messages_dropped)
 
     def _salt(self) -> str:
         if self._token_salt is None:  # the tokenizer is the engine's, there once it started

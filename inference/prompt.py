@@ -3,6 +3,14 @@ import json
 from dataclasses import dataclass
 
 
+# Past its room a conversation drops its oldest turns down to this share of the room, not
+# just enough to fit: its next turns start as this one did (the engine's prefix cache and
+# the reply's kept ids serve them, inference.token_prefix) until they fill the room again.
+# Dropping one more turn each turn would start every prompt cold and tokenize the whole
+# history several times a turn (bench.probes.past_context).
+REFILL = 0.8
+
+
 class PromptTooLong(ValueError):
     """Even the newest message alone does not fit the context left for the prompt."""
 
@@ -66,15 +74,16 @@ def template_kwargs(chat_template: str | None, tools: list[dict] | None) -> dict
 
 def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continuation: str = "",
              carried: str = "", chat_template: str | None = None, tools: list[dict] | None = None,
-             add_generation_prompt: bool = True) -> PromptPlan:
+             add_generation_prompt: bool = True, refill: float = REFILL) -> PromptPlan:
     """Token ids for `messages` (dicts with role and content; an assistant's may have
     tool_calls, a tool's tool_call_id) rendered by `chat_template` (default: the
     tokenizer's own) with `tools` (function definitions, for a template that reads
     them) and, unless `add_generation_prompt` is false, the generation prompt, plus
     `continuation` (a reply this run carries on: a prefill, or a reply continued) and
     `carried` (text earlier attempts of this run already generated). Keeps the first
-    system message and drops the oldest turns until the prompt fits; a system message
-    alone is a prompt too.
+    system message; a prompt that does not fit whole drops its oldest turns, the fewest
+    that bring it within `refill` of `max_prompt_tokens` (REFILL), or all but the last when
+    that alone is more. A system message alone is a prompt too.
 
     Raises PromptTooLong when the last message alone does not fit."""
     ordered = ordered_messages(messages)
@@ -98,15 +107,16 @@ def assemble(tokenizer, messages: list[dict], *, max_prompt_tokens: int, continu
         return rendered[start]
 
     # Usually everything fits: one render. Otherwise, since dropping more turns never
-    # lengthens the prompt, binary-search the fewest drops.
+    # lengthens the prompt, binary-search the fewest drops that refill it.
     if len(render(0)) <= max_prompt_tokens:
         return PromptPlan(render(0), len(system) + len(turns), 0, carried_tokens, text=texts[0])
     lo, hi = 0, max(0, len(turns) - 1)
     if len(render(hi)) > max_prompt_tokens:
         raise PromptTooLong(f"the message needs more than the {max_prompt_tokens} prompt tokens the model has room for")
+    target = int(max_prompt_tokens * refill)
     while lo < hi:
         mid = (lo + hi) // 2
-        if len(render(mid)) <= max_prompt_tokens:
+        if len(render(mid)) <= target:
             hi = mid
         else:
             lo = mid + 1

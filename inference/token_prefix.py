@@ -25,6 +25,7 @@ class TokenRecord:
 
     token_ids: list[int]
     digest: str
+    dropped: int = 0  # the oldest turns its prompt left out (past the model's room): a later turn leaves them out too
 
 
 def salt(tokenizer, chat_template: str | None) -> str:
@@ -40,16 +41,17 @@ def digest(text: str, *, salt: str) -> str:
 
 
 def record(tokenizer, *, prompt_ids: list[int], prompt_text: str, output_ids: list[int],
-           salt: str) -> TokenRecord:
-    """The record of a reply: the prompt's ids (which spell `prompt_text`) and the ids the
-    engine generated, but for a last special token (the end of turn: the next turn's
-    rendering writes it again, as the same id), with the digest of the text they spell."""
+           salt: str, dropped: int = 0) -> TokenRecord:
+    """The record of a reply: the prompt's ids (which spell `prompt_text`, without its
+    oldest `dropped` turns) and the ids the engine generated, but for a last special token
+    (the end of turn: the next turn's rendering writes it again, as the same id), with the
+    digest of the text they spell."""
     special = set(getattr(tokenizer, "all_special_ids", ()) or ())
     output = list(output_ids)
     if output and output[-1] in special:
         output.pop()
     text = prompt_text + (_decode(tokenizer, output) if output else "")
-    return TokenRecord(list(prompt_ids) + output, digest(text, salt=salt))
+    return TokenRecord(list(prompt_ids) + output, digest(text, salt=salt), dropped)
 
 
 def _decode(tokenizer, ids: list[int]) -> str:
@@ -79,10 +81,15 @@ def extend(tokenizer, messages: list[dict], known: TokenRecord, *, max_prompt_to
            tools: list[dict] | None = None, add_generation_prompt: bool = True) -> PromptPlan | None:
     """The prompt `inference.prompt.assemble` would build with these arguments, as the
     ids of `known` (a reply's record) followed by the ids of the text after what they
-    spell; None when they do not spell the start of this prompt (another history, model
-    or template, a reply whose text the engine's ids do not spell) or the prompt would
-    not fit whole (assemble then drops the oldest turns)."""
+    spell, without the oldest turns `known`'s prompt left out; None when they do not spell
+    the start of this prompt (another history, model or template, a reply whose text the
+    engine's ids do not spell) or the prompt would not fit (assemble then drops more)."""
     ordered = ordered_messages(messages)
+    if known.dropped:  # past the room: the turns the record's prompt left out stay out
+        system = 1 if ordered and ordered[0]["role"] == "system" else 0
+        if known.dropped >= len(ordered) - system:
+            return None
+        ordered = ordered[:system] + ordered[system + known.dropped:]
     kwargs = template_kwargs(chat_template, tools)
     head = _known_text(tokenizer, ordered, continuation, kwargs)
     if head is None or digest(head, salt=salt) != known.digest:
@@ -97,4 +104,5 @@ def extend(tokenizer, messages: list[dict], known: TokenRecord, *, max_prompt_to
     ids += carried_ids
     if len(ids) > max_prompt_tokens:
         return None
-    return PromptPlan(ids, len(ordered), 0, len(carried_ids), text=text + carried, from_ids=len(known.token_ids))
+    return PromptPlan(ids, len(ordered), known.dropped, len(carried_ids), text=text + carried,
+                      from_ids=len(known.token_ids))

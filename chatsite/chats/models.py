@@ -59,6 +59,10 @@ class Message(models.Model):
     # arguments}}]), and a tool message's call id: both reach the chat template.
     tool_calls = models.JSONField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=100, blank=True)
+    # A reply whose turn's history did not fit the model's room whole: the depth of the oldest
+    # message its prompt kept. The next turns start there while they fit, so that their prompts
+    # start as this one's did (chatsite.runs.admission.write.snapshot).
+    prompt_from_depth = models.PositiveIntegerField(null=True, blank=True, default=None, db_default=None)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -140,6 +144,9 @@ class MessageTokens(models.Model):
     message = models.OneToOneField(Message, on_delete=models.CASCADE, primary_key=True, related_name="tokens")
     token_ids = models.BinaryField()
     digest = models.CharField(max_length=32)
+    # The oldest turns its prompt left out (a conversation past the model's room): the next
+    # turn's prompt leaves them out too, and starts with these ids.
+    dropped = models.PositiveIntegerField(default=0, db_default=0)  # db_default: a worker not yet upgraded writes none
 
     def __str__(self) -> str:
         return f"tokens of message {self.message_id}"

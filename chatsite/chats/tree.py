@@ -52,21 +52,22 @@ def leaf_id(chat) -> int | None:
 
 
 _UP_ROWS = f"""
-WITH RECURSIVE up(id, parent_id, role, content, token_count, tool_calls, tool_call_id, n) AS (
-    SELECT id, parent_id, role, content, token_count, tool_calls, tool_call_id, 1
+WITH RECURSIVE up(id, parent_id, role, content, token_count, tool_calls, tool_call_id, prompt_from_depth, n) AS (
+    SELECT id, parent_id, role, content, token_count, tool_calls, tool_call_id, prompt_from_depth, 1
     FROM "{_T}" WHERE id = %s AND chat_id = %s
   UNION ALL
-    SELECT m.id, m.parent_id, m.role, m.content, m.token_count, m.tool_calls, m.tool_call_id, up.n + 1
+    SELECT m.id, m.parent_id, m.role, m.content, m.token_count, m.tool_calls, m.tool_call_id, m.prompt_from_depth,
+           up.n + 1
     FROM "{_T}" m JOIN up ON m.id = up.parent_id WHERE up.n < %s
 )
-SELECT role, content, token_count, tool_calls, tool_call_id FROM up ORDER BY n"""
+SELECT role, content, token_count, tool_calls, tool_call_id, prompt_from_depth FROM up ORDER BY n"""
 
 
-def path_rows(*, chat_id: int, from_id: int, limit: int) -> list[tuple[str, str, int, list | None, str]]:
-    """(role, content, token_count, tool_calls, tool_call_id) of `from_id` and up to
-    `limit - 1` messages above it, newest first."""
+def path_rows(*, chat_id: int, from_id: int, limit: int) -> list[tuple[str, str, int, list | None, str, int | None]]:
+    """(role, content, token_count, tool_calls, tool_call_id, prompt_from_depth) of
+    `from_id` and up to `limit - 1` messages above it, newest first."""
     with connection.cursor() as cur:
         cur.execute(_UP_ROWS, [from_id, chat_id, limit])
         # Django reads jsonb as text (its JSONField parses it); so does this cursor.
-        return [(role, content, tokens, json.loads(calls) if isinstance(calls, str) else calls, call_id)
-                for role, content, tokens, calls, call_id in cur.fetchall()]
+        return [(role, content, tokens, json.loads(calls) if isinstance(calls, str) else calls, call_id, since)
+                for role, content, tokens, calls, call_id, since in cur.fetchall()]

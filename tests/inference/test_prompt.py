@@ -2,7 +2,7 @@
 import pytest
 
 from inference.fake_backend import CharTokenizer
-from inference.prompt import PromptTooLong, assemble
+from inference.prompt import REFILL, PromptTooLong, assemble
 
 TOK = CharTokenizer()
 
@@ -26,14 +26,28 @@ def test_everything_kept_when_it_fits():
 def test_oldest_turns_dropped_first_and_system_kept():
     msgs = turns(10)
     full = len(assemble(TOK, msgs, max_prompt_tokens=10_000).token_ids)
-    plan = assemble(TOK, msgs, max_prompt_tokens=full // 2)
+    room = full // 2
+    plan = assemble(TOK, msgs, max_prompt_tokens=room)
     text = TOK.decode(plan.token_ids)
-    assert len(plan.token_ids) <= full // 2
     assert plan.num_messages_dropped > 0 and "Be brief." in text
     assert "question 0" not in text and "answer 9" in text and "last question" in text
-    # the fewest drops: keeping one more turn would not fit
+    # down to REFILL of the room, the fewest drops that do: keeping one more turn would be more
+    assert len(plan.token_ids) <= int(room * REFILL)
     one_more = msgs[:1] + msgs[plan.num_messages_dropped:]
-    assert len(assemble(TOK, one_more, max_prompt_tokens=10_000).token_ids) > full // 2
+    assert len(assemble(TOK, one_more, max_prompt_tokens=10_000).token_ids) > int(room * REFILL)
+    # refill=1: just enough to fit
+    tight = assemble(TOK, msgs, max_prompt_tokens=room, refill=1.0)
+    assert int(room * REFILL) < len(tight.token_ids) <= room and tight.num_messages_dropped < plan.num_messages_dropped
+
+
+def test_a_last_turn_longer_than_the_refill_is_kept_alone_if_it_fits():
+    msgs = [{"role": "user", "content": "a" * 30}, {"role": "assistant", "content": "b" * 30},
+            {"role": "user", "content": "q" * 200}]
+    alone = len(assemble(TOK, msgs[-1:], max_prompt_tokens=10_000).token_ids)
+    room = alone + 5  # the last turn fits the room, not REFILL of it
+    assert alone > room * REFILL
+    plan = assemble(TOK, msgs, max_prompt_tokens=room)
+    assert plan.num_messages_dropped == 2 and len(plan.token_ids) == alone
 
 
 def test_continuation_is_appended_after_the_generation_prompt():

@@ -203,3 +203,46 @@ def test_a_record_of_another_history_template_or_reply_is_not_used(smollm2):
                                chat_template=template) is None
     # Too long whole: None, and assemble drops the oldest turns instead.
     assert token_prefix.extend(smollm2, turn, known, max_prompt_tokens=len(built.token_ids) - 1, salt=salt) is None
+
+
+@pytest.mark.parametrize("kind", ["smollm2", "fake"])
+def test_a_conversation_past_its_room_keeps_its_start_and_its_ids(kind, request):
+    """Turn after turn past the room, as the worker builds prompts (the last reply's record,
+    else a fresh assembly): a prompt that drops turns drops down to REFILL of the room, and
+    the turns after it start with the record's ids (its dropped turns left out) until they
+    fill the room again. Just enough drops each time (refill=1, as before) would start
+    nearly every turn past the room with a new first message: cold, and tokenized whole."""
+    tokenizer = CharTokenizer() if kind == "fake" else request.getfixturevalue("smollm2")
+    salt, rng, room = token_prefix.salt(tokenizer, None), random.Random(f"past-{kind}"), 600
+    starts = {}
+    for arm, refill in (("after", None), ("before", 1.0)):
+        messages, known, built = [{"role": "system", "content": "Be brief."}], None, []
+        for turn in range(60):
+            messages.append({"role": "user", "content": text(rng, rng.randint(3, 12))})
+            plan = None
+            if arm == "after" and known is not None:
+                plan = token_prefix.extend(tokenizer, messages, known, max_prompt_tokens=room, salt=salt)
+            if plan is None:
+                plan = assemble(tokenizer, messages, max_prompt_tokens=room,
+                                **({} if refill is None else {"refill": refill}))
+            assert len(plan.token_ids) <= room
+            if plan.from_ids:  # the record's ids, then the new part: the text of the same drops, rendered
+                assert plan.token_ids[:plan.from_ids] == known.token_ids
+                kept = messages[:1] + messages[1 + plan.num_messages_dropped:]
+                assert tokenizer.decode(plan.token_ids) == assemble(tokenizer, kept, max_prompt_tokens=10 ** 6).text
+            built.append(plan)
+            reply = text(rng, rng.randint(3, 15))
+            known = token_prefix.record(tokenizer, prompt_ids=plan.token_ids, prompt_text=plan.text,
+                                        output_ids=generated_ids(tokenizer, reply, rng), salt=salt,
+                                        dropped=plan.num_messages_dropped)
+            messages.append({"role": "assistant", "content": reply})
+        past = [p for p in built if p.num_messages_dropped]
+        # A turn starts cold (a new first message) when it drops more than the turn before.
+        cold = sum(1 for a, b in zip(built, built[1:]) if b.num_messages_dropped != a.num_messages_dropped)
+        starts[arm] = (len(past), cold, sum(1 for p in past if p.from_ids))
+    print(f"\n{kind}: past the room of {room} tokens, turns (cold starts, from the record's ids): "
+          f"after {starts['after']}, before {starts['before']}")
+    past, cold, from_ids = starts["after"]
+    assert past > 20 and cold <= past // 2  # most start as the turn before did (~3 turns a drop here)
+    assert from_ids == past - cold  # and those start with the record's ids
+    assert starts["before"][1] >= starts["before"][0] * 9 // 10  # dropping just enough: nearly every one starts cold

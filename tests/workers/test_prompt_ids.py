@@ -22,17 +22,18 @@ def _prompt_start(claim):
     return generation._prompt(RT, claim.run, claim.kept, max_prompt_tokens=100, so_far="")
 
 
-def _ended(claim, ids: list[int], reason: str = "stop") -> None:
-    finalize.run_finish(run_id=claim.run.id, ending=run_ending(reason=reason), tokens=TokenRecord(ids, "d" * 32))
+def _ended(claim, ids: list[int], reason: str = "stop", dropped: int = 0) -> None:
+    finalize.run_finish(run_id=claim.run.id, ending=run_ending(reason=reason),
+                        tokens=TokenRecord(ids, "d" * 32, dropped))
     run_release(run_id=claim.run.id, lease_token=claim.lease_token)
 
 
 def test_a_first_turn_starts_from_nothing_a_next_turn_and_a_continue_from_the_reply_they_build_on(chat):
     first = run_claim(run_id=run_submit(chat=chat, content="hello", max_tokens=5).pk, worker="w1")
     assert _prompt_start(first) is None
-    _ended(first, [5, 6])
+    _ended(first, [5, 6], dropped=3)  # its prompt left out the chat's oldest 3 turns (past the model's room)
     second = run_claim(run_id=run_submit(chat=chat, content="again", max_tokens=5).pk, worker="w1")
-    assert _prompt_start(second) == TokenRecord([5, 6], "d" * 32)  # the reply before its question
+    assert _prompt_start(second) == TokenRecord([5, 6], "d" * 32, 3)  # the reply before its question, its drops
     _ended(second, [5, 6, 7, 8], reason="length")
     carried = run_claim(run_id=run_continue(chat=chat, message=Message.objects.get(pk=second.run.assistant_message_id)).pk, worker="w1")
     assert _prompt_start(carried) == TokenRecord([5, 6, 7, 8], "d" * 32)  # the reply it carries on

@@ -79,3 +79,26 @@ def test_a_reply_with_no_kept_ids_gets_its_prompt_tokenized_whole(fake_workers, 
     prompt = tokenizer.decode(prompt_ids)
     assert prompt.count("<|user|>") == 2 and first.assistant_message.content in prompt
     assert prompt_ids == tokenizer.encode(prompt)  # the whole prompt tokenized afresh
+
+
+def test_a_chat_past_its_room_builds_its_turns_on_the_kept_ids_but_where_it_drops_again(fake_workers, chat):
+    """Past the room (admission's: its context set small here), a turn's history starts where
+    the turn before's did (chatsite.runs.admission.write.snapshot), so its prompt starts with
+    that reply's kept ids, served by the prefix cache; only a turn that drops more starts anew."""
+    pool, question = chat.pool, " ".join(["tell me more about loops and lists in Python"] * 3)
+    room_before = pool.context_length
+    pool.context_length = 700
+    pool.save(update_fields=["context_length"])
+    try:
+        runs = [wait_terminal(run_submit(chat=chat, content=f"{turn}: {question}", max_tokens=20).pk)
+                for turn in range(24)]
+    finally:
+        pool.context_length = room_before
+        pool.save(update_fields=["context_length"])
+    past = [i for i, run in enumerate(runs) if run.assistant_message.prompt_from_depth is not None]
+    assert len(past) >= 10
+    moved = [i for i in past[1:] if runs[i].prompt_snapshot[0] != runs[i - 1].prompt_snapshot[0]]
+    assert len(moved) <= len(past) // 2
+    for i in past[1:]:
+        if i not in moved:  # the same start: the reply before's kept ids, cached
+            builds_on(runs[i], kept(runs[i - 1]))

@@ -92,14 +92,14 @@ def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Adm
                 return _replayed(earlier)
         *leaf, branched = write.path_end(plan, ask)
         asked, replies, anchor = write.messages(plan, ask, tuple(leaf))
-        snapshot, prompt_tokens = write.snapshot(plan, asked)
+        snapshot, prompt_tokens, from_depth = write.snapshot(plan, asked, stable=not ask.whole_history)
         write.refuse_unless_whole(plan, ask, snapshot, prompt_tokens)
         reservations = quota_reserve_choices(
             tenant=tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=plan.sampling.max_tokens,
             active_runs=lambda: store_turns.active_runs(tenant_id=tenant.pk), choices=ask.choices)
         shed_if_overloaded(plan.pool, tenant, queue=plan.queue, arriving=ask.choices)
         refuse_if_no_worker(plan.pool)
-        write.messages_insert(plan, asked, replies)
+        write.messages_insert(plan, asked, replies, prompt_from_depth=from_depth)
         runs = write.runs(plan, ask, asked, replies, reservations, snapshot=snapshot, digest=asked_digest)
         stage_trace.mark("web.saved", runs[0].pk)
         versions = None

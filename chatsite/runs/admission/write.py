@@ -1,5 +1,7 @@
 """A planned turn written, under the chat's lock: its messages, its prompt snapshot,
 its runs (one per choice, each with its seed and reservation), the chat's new path end."""
+from typing import NamedTuple
+
 from django.utils import timezone
 
 from chatsite.chats import tree
@@ -12,6 +14,7 @@ from chatsite.runs.admission.plan import Plan
 from chatsite.runs.choices import choice_seeds
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.store import turns as store
+from inference.prompt import REFILL
 
 HISTORY_LIMIT = 200  # messages considered for the prompt snapshot
 
@@ -104,8 +107,11 @@ def messages(plan: Plan, ask: Ask, leaf: tuple[int | None, int | None]) -> tuple
     return asked, replies, anchor
 
 
-def messages_insert(plan: Plan, asked: Message, replies: list[Message]) -> None:
-    """Write the turn's messages (a continued reply is replaced by the one carrying it on)."""
+def messages_insert(plan: Plan, asked: Message, replies: list[Message], *, prompt_from_depth: int | None) -> None:
+    """Write the turn's messages (a continued reply is replaced by the one carrying it on),
+    the replies with where their prompt's history starts when it did not fit whole."""
+    for reply in replies:
+        reply.prompt_from_depth = prompt_from_depth
     store.turn_insert(asked=asked, replies=replies)
     if plan.continued is not None:
         store.replace_reply(message_id=plan.continued.pk, by_id=replies[0].pk)
@@ -136,11 +142,25 @@ def runs(plan: Plan, ask: Ask, asked: Message, replies: list[Message], reservati
     return made
 
 
-def snapshot(plan: Plan, asked: Message) -> tuple[list[dict], int]:
+class Snapshot(NamedTuple):
+    messages: list[dict]  # the prompt's messages, as the worker renders them
+    tokens: int  # their estimated prompt tokens
+    from_depth: int | None  # the depth of the oldest history message kept, when the history did not fit whole
+
+
+def snapshot(plan: Plan, asked: Message, *, stable: bool = True) -> Snapshot:
     """The chosen path's newest turns up to `asked` that fit the plan's room, oldest first,
     after the chat's system prompt and followed, for a continued reply, by its text so far
-    (the worker carries on from it); and their estimated prompt tokens. The worker
-    re-checks with the real chat template."""
+    (the worker carries on from it); their estimated prompt tokens; and, when the history
+    does not fit whole, the depth of its oldest message kept. The worker re-checks with the
+    real chat template.
+
+    `stable` (the web chat's turns; an OpenAI conversation is refused instead of shortened):
+    a history that does not fit whole starts where the prompt of the reply it builds on
+    started, while that fits, else keeps the newest messages within REFILL of the room (and
+    of HISTORY_LIMIT): the turns after it start alike until the room is full again, and
+    their prompts' start is in the engine's prefix cache and the reply's kept ids. Dropping
+    just enough each turn would start each with another message."""
     chat, pool, prefix = plan.chat, plan.pool, plan.continued
     used = TEMPLATE_TOKENS_PER_PROMPT + asked.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     head, tail = [], []
@@ -150,19 +170,40 @@ def snapshot(plan: Plan, asked: Message) -> tuple[list[dict], int]:
     if prefix is not None:
         tail = [{"role": Message.Role.ASSISTANT, "content": prefix.content}]
         used += prefix.token_count + TEMPLATE_TOKENS_PER_MESSAGE
-    kept = [_prompt_message(asked.role, asked.content, None, asked.tool_call_id)]
     history = (tree.path_rows(chat_id=chat.pk, from_id=asked.parent_id, limit=HISTORY_LIMIT)
                if asked.parent_id else [])
-    for role, content, token_count, tool_calls, tool_call_id in history:
-        if role == Message.Role.ASSISTANT and not content and not tool_calls:
-            continue  # a reply that failed or was stopped before its first token
-        cost = token_count + TEMPLATE_TOKENS_PER_MESSAGE
-        if used + cost > plan.room:
+    rows = [(asked.depth - 1 - i, row) for i, row in enumerate(history)  # (depth, row), newest first
+            if not (row[0] == Message.Role.ASSISTANT and not row[1] and not row[3])]  # no text: never in a prompt
+    costs = [row[2] + TEMPLATE_TOKENS_PER_MESSAGE for _, row in rows]
+    whole = used + sum(costs) <= plan.room and (not history or asked.depth - len(history) == 0)
+    if whole or not stable:
+        kept, from_depth = _newest(rows, costs, room=plan.room - used, count=len(rows)), None
+        if not whole and kept:
+            from_depth = rows[len(kept) - 1][0]
+    else:
+        since = prefix.prompt_from_depth if prefix is not None else (history[0][5] if history else None)
+        if since is not None and since < asked.depth - len(history):  # older than HISTORY_LIMIT reaches
+            since = None
+        n = sum(1 for depth, _ in rows if since is not None and depth >= since)
+        if since is None or n == 0 or sum(costs[:n]) > plan.room - used:
+            n = len(_newest(rows, costs, room=int(plan.room * REFILL) - used, count=int(HISTORY_LIMIT * REFILL)))
+        kept = rows[:n]
+        from_depth = rows[n - 1][0] if n else asked.depth
+    used += sum(costs[:len(kept)])
+    messages = [_prompt_message(asked.role, asked.content, None, asked.tool_call_id)]
+    messages += [_prompt_message(role, content, calls, call_id) for _, (role, content, _t, calls, call_id, _s) in kept]
+    messages.reverse()
+    return Snapshot(head + messages + tail, used, from_depth)
+
+
+def _newest(rows: list, costs: list[int], *, room: int, count: int) -> list:
+    """The newest of `rows` whose `costs` add up to at most `room`, at most `count` of them."""
+    total, n = 0, 0
+    for cost in costs[:count]:
+        if total + cost > room:
             break
-        used += cost
-        kept.append(_prompt_message(role, content, tool_calls, tool_call_id))
-    kept.reverse()
-    return head + kept + tail, used
+        total, n = total + cost, n + 1
+    return rows[:n]
 
 
 def _prompt_message(role: str, content: str, tool_calls: list | None, tool_call_id: str) -> dict:

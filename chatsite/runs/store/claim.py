@@ -41,7 +41,7 @@ _CLAIM = prepared(
     f'WITH r AS (UPDATE "{GenerationRun._meta.db_table}" r SET status = %s, attempt = attempt + 1, worker = %s, '
     f'started_at = COALESCE(started_at, %s) WHERE id = %s AND status NOT IN {sql_in(GenerationRun.TERMINAL)} '
     f'RETURNING {_RUN.sql}, r.user_message_id) '
-    f'SELECT {_RUN.sql}, b.token_ids, b.digest, c.token_ids, c.digest FROM r '
+    f'SELECT {_RUN.sql}, b.token_ids, b.digest, b.dropped, c.token_ids, c.digest, c.dropped FROM r '
     f'LEFT JOIN "{_TOKENS}" b ON b.message_id = (SELECT m.parent_id FROM "{_MESSAGES}" m '
     f'WHERE m.id = r.user_message_id) '
     f'LEFT JOIN "{_TOKENS}" c ON c.message_id = (SELECT m.id FROM "{_MESSAGES}" m '
@@ -61,7 +61,7 @@ def run_take(*, run_id: int, worker: str, now: datetime) -> Taken | None:
     if row is None:
         return None
     n = len(_RUN)
-    after_ids, after_digest, carried_ids, carried_digest = row[n:]
+    after_ids, after_digest, after_dropped, carried_ids, carried_digest, carried_dropped = row[n:]
     return Taken(ClaimedRun(*_RUN.values(row[:n])), Kept(
-        after_question=None if after_ids is None else TokenRecord(unpack(after_ids), after_digest),
-        carried_on=None if carried_ids is None else TokenRecord(unpack(carried_ids), carried_digest)))
+        after_question=None if after_ids is None else TokenRecord(unpack(after_ids), after_digest, after_dropped),
+        carried_on=None if carried_ids is None else TokenRecord(unpack(carried_ids), carried_digest, carried_dropped)))

@@ -96,10 +96,11 @@ _FINISH = prepared(
     # A completed or stopped reply's token ids, when its worker has them (the next turn starts with
     # them): kept whether this finalize ends the run or a web process's came first (a /v1 call that
     # waits for its whole reply finalizes it as soon as the stream ends).
-    f'kept AS (INSERT INTO "{MessageTokens._meta.db_table}" (message_id, token_ids, digest) '
-    f'SELECT k.assistant_message_id, %(token_ids)s::bytea, %(token_digest)s FROM "{_RUNS}" k '
+    f'kept AS (INSERT INTO "{MessageTokens._meta.db_table}" (message_id, token_ids, digest, dropped) '
+    f'SELECT k.assistant_message_id, %(token_ids)s::bytea, %(token_digest)s, %(token_dropped)s FROM "{_RUNS}" k '
     f"WHERE k.id = %(run_id)s AND %(token_ids)s::bytea IS NOT NULL AND %(status)s IN {sql_in(_KEEPS_TOKENS)} "
-    f'ON CONFLICT (message_id) DO UPDATE SET token_ids = EXCLUDED.token_ids, digest = EXCLUDED.digest) '
+    f'ON CONFLICT (message_id) DO UPDATE SET token_ids = EXCLUDED.token_ids, digest = EXCLUDED.digest, '
+    f'dropped = EXCLUDED.dropped) '
     f'SELECT s.chat_id, s.status, s.ttft_ms, s.itl_ms, p.name, '
     f'EXISTS (SELECT 1 FROM "{_QUEUED}" q WHERE q.chat_id = s.chat_id '
     f"AND q.state = 'queued') "
@@ -115,6 +116,7 @@ def run_finish(*, run_id: int, ending: Ending, tokens: TokenRecord | None = None
     params["run_id"] = run_id
     params["token_ids"] = None if tokens is None else pack(tokens.token_ids)
     params["token_digest"] = None if tokens is None else tokens.digest
+    params["token_dropped"] = 0 if tokens is None else tokens.dropped
     row = fetch_one(_FINISH, params)
     return None if row is None else Finished(*row)
 
