@@ -175,35 +175,32 @@ def snapshot(plan: Plan, asked: Message, *, stable: bool = True) -> Snapshot:
     rows = [(asked.depth - 1 - i, row) for i, row in enumerate(history)  # (depth, row), newest first
             if not (row[0] == Message.Role.ASSISTANT and not row[1] and not row[3])]  # no text: never in a prompt
     costs = [row[2] + TEMPLATE_TOKENS_PER_MESSAGE for _, row in rows]
-    whole = used + sum(costs) <= plan.room and (not history or asked.depth - len(history) == 0)
-    if whole or not stable:
-        kept, from_depth = _newest(rows, costs, room=plan.room - used, count=len(rows)), None
-        if not whole and kept:
-            from_depth = rows[len(kept) - 1][0]
+    oldest_read = asked.depth - len(history)  # 0: the whole path was read
+    if used + sum(costs) <= plan.room and oldest_read == 0:
+        n = len(rows)
+    elif not stable:
+        n = _fitting(costs, room=plan.room - used, count=len(rows))
     else:
         since = prefix.prompt_from_depth if prefix is not None else (history[0][5] if history else None)
-        if since is not None and since < asked.depth - len(history):  # older than HISTORY_LIMIT reaches
-            since = None
-        n = sum(1 for depth, _ in rows if since is not None and depth >= since)
-        if since is None or n == 0 or sum(costs[:n]) > plan.room - used:
-            n = len(_newest(rows, costs, room=int(plan.room * REFILL) - used, count=int(HISTORY_LIMIT * REFILL)))
-        kept = rows[:n]
-        from_depth = rows[n - 1][0] if n else asked.depth
-    used += sum(costs[:len(kept)])
+        n = sum(1 for depth, _ in rows if depth >= since) if since is not None and since >= oldest_read else 0
+        if n == 0 or sum(costs[:n]) > plan.room - used:
+            n = _fitting(costs, room=int(plan.room * REFILL) - used, count=int(HISTORY_LIMIT * REFILL))
+    kept = rows[:n]
+    from_depth = None if n == len(rows) and oldest_read == 0 else (kept[-1][0] if kept else asked.depth)
     messages = [_prompt_message(asked.role, asked.content, None, asked.tool_call_id)]
     messages += [_prompt_message(role, content, calls, call_id) for _, (role, content, _t, calls, call_id, _s) in kept]
     messages.reverse()
-    return Snapshot(head + messages + tail, used, from_depth)
+    return Snapshot(head + messages + tail, used + sum(costs[:n]), from_depth)
 
 
-def _newest(rows: list, costs: list[int], *, room: int, count: int) -> list:
-    """The newest of `rows` whose `costs` add up to at most `room`, at most `count` of them."""
+def _fitting(costs: list[int], *, room: int, count: int) -> int:
+    """How many of the newest rows (their `costs`, newest first) fit `room`, at most `count`."""
     total, n = 0, 0
     for cost in costs[:count]:
         if total + cost > room:
             break
         total, n = total + cost, n + 1
-    return rows[:n]
+    return n
 
 
 def _prompt_message(role: str, content: str, tool_calls: list | None, tool_call_id: str) -> dict:
