@@ -1,7 +1,7 @@
 """A conversation past the model's room (issue 43 §2): what does each turn's prompt cost the
 worker's tokenizer, and how much of it could the engine's prefix cache serve?
 
-No engine: SmolLM2's tokenizer and chat template, a conversation of ~150-token questions and
+SmolLM2's tokenizer and chat template (and with --engine, vLLM), a conversation of ~150-token questions and
 ~60-token replies (its reply ids the tokenizer's own) growing from 5k to ~13k tokens past a
 room of 8,192 - 512 (the product pool's context less a reply's room). Each turn's prompt is
 built as the worker builds it (in the product, admission's snapshot picks the start by the
@@ -12,12 +12,14 @@ same rule first: chatsite.runs.admission.write.snapshot), two ways:
   reply's record, its dropped turns left out (inference.token_prefix.extend).
 Per turn: the building's CPU (this thread's, the record's making included) and the prompt's
 share a prefix cache could serve: its leading ids equal to the ids the engine held at the
-last reply's end, in whole 16-token blocks. Prints medians over the turns past the room and
-writes bench/out/past_context.png.
+last reply's end, in whole 16-token blocks; with --engine, each arm's prompts sent to vLLM in
+turn (one token a reply): the TTFT and the prompt tokens its prefix cache served. Prints
+medians over the turns past the room and writes bench/out/past_context.png.
 
-    .venv/bin/python -m bench.probes.past_context [--turns 60]
+    .venv/bin/python -m bench.probes.past_context [--turns 60] [--engine]
 """
 import argparse
+import asyncio
 import statistics
 import time
 
@@ -38,7 +40,7 @@ def walk(tok, arm: str, turns: int) -> list[dict]:
     from inference.prompt import assemble
 
     salt = token_prefix.salt(tok, None)
-    messages = [{"role": "system", "content": "You are a terse assistant."}]
+    messages = [{"role": "system", "content": f"You are a terse assistant ({arm})."}]  # no cache shared by the arms
     while len(assemble(tok, messages + [{"role": "user", "content": "?"}], max_prompt_tokens=10 ** 6).token_ids) < 5000:
         messages += [{"role": "user", "content": _words(len(messages), 110)},
                      {"role": "assistant", "content": _words(len(messages), 45)}]
@@ -62,15 +64,34 @@ def walk(tok, arm: str, turns: int) -> list[dict]:
         history = len(assemble(tok, messages, max_prompt_tokens=10 ** 6, refill=1.0).token_ids)
         out.append({"history": history, "prompt": len(plan.token_ids), "dropped": plan.num_messages_dropped,
                     "cpu_ms": cpu_ms, "cached": (same // BLOCK * BLOCK) / len(plan.token_ids),
-                    "from_ids": plan.from_ids > 0})
+                    "from_ids": plan.from_ids > 0, "ids": plan.token_ids})
         known = record
         messages.append({"role": "assistant", "content": reply})
     return out
 
 
+async def _ttft(arms: dict) -> None:
+    """Each arm's prompts, turn by turn, through vLLM (its prefix cache warm from the turns before)."""
+    from bench.token_history import Engine
+
+    engine = Engine(reply_tokens=1)
+    for arm, rows in arms.items():
+        for row in rows:
+            _, ttft, cached = await engine.generate(row["ids"])
+            row["ttft_ms"], row["engine_cached"] = ttft * 1000, cached
+        past = [r for r in rows if r["history"] > ROOM]
+        ttft = sorted(r["ttft_ms"] for r in past)
+        print(f"{arm}: TTFT a turn past the room p50 {statistics.median(ttft):.0f} ms, p90 "
+              f"{ttft[int(len(ttft) * 0.9)]:.0f} ms; prompt tokens served from vLLM's cache "
+              f"{sum(r['engine_cached'] for r in past) / sum(r['prompt'] for r in past):.3f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=60)
+    ap.add_argument("--engine", action="store_true",
+                    help="also send each turn's prompt to vLLM (SmolLM2, the flagship pool's arguments; one token a "
+                         "reply, so its cache holds the prompts): TTFT a turn past the room, both arms in turn")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -90,6 +111,8 @@ def main() -> None:
         print(f"| {arm} | {len(past)} | {statistics.median(cpu):.1f} / {cpu[int(len(cpu) * 0.9)]:.1f} | "
               f"{statistics.median(cached):.3f} / {statistics.mean(cached):.3f} | "
               f"{sum(r['from_ids'] for r in past)} | {cold} |")
+    if args.engine:
+        asyncio.run(_ttft(arms))
     import matplotlib
 
     matplotlib.use("Agg")
