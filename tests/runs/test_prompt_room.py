@@ -7,6 +7,7 @@ import pytest
 from chatsite.chats.models import Message
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT
 from chatsite.runs.admission import run_continue, run_regenerate, run_submit
+from chatsite.runs.admission.plan import Plan
 from chatsite.runs.admission.write import snapshot
 from inference.prompt import REFILL
 from tests.runs.helpers import finish_run
@@ -32,8 +33,8 @@ def _turns(chat, count: int) -> list:
 
 def _estimate(run) -> int:
     """The snapshot's history and question as admission counted them."""
-    ids = [m["content"] for m in run.prompt_snapshot]
-    rows = Message.objects.filter(chat_id=run.chat_id, content__in=ids).exclude(pk=run.assistant_message_id)
+    contents = [m["content"] for m in run.prompt_snapshot]
+    rows = Message.objects.filter(chat_id=run.chat_id, content__in=contents).exclude(pk=run.assistant_message_id)
     return TEMPLATE_TOKENS_PER_PROMPT + sum(m.token_count + TEMPLATE_TOKENS_PER_MESSAGE for m in rows)
 
 
@@ -79,8 +80,6 @@ def test_an_openai_conversation_is_never_shortened_by_more_than_it_must(chat, sm
     leaf = Message.objects.get(pk=runs[-1].assistant_message_id)
     question = run_submit(chat=chat, content="And sets?", max_tokens=MAX_TOKENS)
     asked = Message.objects.get(pk=question.user_message_id)
-    from chatsite.runs.admission.plan import Plan
-
     plan = Plan(chat, False, [], small_pool, "", None, asked=asked, room=ROOM)
     stable, tight = snapshot(plan, asked), snapshot(plan, asked, stable=False)
     assert leaf.prompt_from_depth is not None
