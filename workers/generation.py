@@ -13,12 +13,12 @@ from chatsite.runs.models import GenerationRun
 from chatsite.runs.schema_limits import CONSTRAINT_REFUSED
 from chatsite.runs.services import Claim, run_claim, run_end, run_finalize, run_release
 from chatsite.runs.services.sweep import run_reconverge
-from chatsite.runs.store.claim import ClaimedRun
+from chatsite.runs.store.claim import ClaimedRun, snapshot_settled
 from chatsite.runs.store.tokens import Kept
 from chatsite.runs.stream import codec, log as stream_log
 from inference.prompt import PromptTooLong
 from inference.types import SAMPLING_DEFAULTS, GenerationRequest
-from workers import stream_writer, token_memory
+from workers import steered, stream_writer, token_memory
 from workers.db_retry import with_db_retry
 from workers.runtime import Runtime
 from workers.stream_writer import ActiveRun
@@ -242,6 +242,12 @@ def _preflight(rt: Runtime, claim: Claim) -> tuple[dict, str] | _Ready:
 
 
 def _generate_claimed(rt: Runtime, claim: Claim) -> str:
+    settled = (stopped := steered.pending_run(claim)) is not None
+    if settled:  # a message sent now: the reply it stops, saved first
+        claim = steered.settle(rt, claim, stopped)
+        if claim is None:
+            return stream_writer.HANDED_BACK
+        stage_trace.mark("worker.settled", claim.run.id)
     run, lease_token = claim.run, claim.lease_token
     reply = claim.so_far  # what earlier attempts streamed
     ready = _preflight(rt, claim)
@@ -263,6 +269,8 @@ def _generate_claimed(rt: Runtime, claim: Claim) -> str:
             rt.host.submit(engine_request(run, request_id=active.request_id, prompt_token_ids=plan.token_ids,
                                           max_tokens=remaining, carried_ids=ready.carried_ids))
             stage_trace.mark("worker.submitted", run.id)
+            if settled:  # its record says what the prompt was built from, written as the engine starts
+                with_db_retry(snapshot_settled, run_id=run.id, snapshot=run.prompt_snapshot)
             connection.close()  # no idle Postgres connection per waiting run: 32 slots would hold 32
         active.done.wait()
         stage_trace.mark("worker.ended", run.id)

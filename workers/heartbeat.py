@@ -48,6 +48,7 @@ class Heartbeat:
         # run id -> when (monotonic) the last extension that went through was sent, or the claim began
         self._extended_at: dict[int, float] = {}
         self.leases_lock = threading.Lock()
+        self._dropped = threading.Condition(self.leases_lock)  # notified as a run's lease is dropped
 
     def start(self) -> None:
         self._thread.start()
@@ -64,6 +65,13 @@ class Heartbeat:
         with self.leases_lock:
             self.leases.pop(run_id, None)
             self._extended_at.pop(run_id, None)
+            self._dropped.notify_all()
+
+    def wait_dropped(self, run_id: int, *, timeout: float) -> bool:
+        """Whether this worker holds `run_id`'s lease no more (its task is over: ended and
+        saved, or given up) within `timeout` seconds; True at once for a run it does not hold."""
+        with self.leases_lock:
+            return self._dropped.wait_for(lambda: run_id not in self.leases, timeout=timeout)
 
     def holding(self) -> bool:
         """Whether this worker holds any run's lease (claimed, not yet released)."""

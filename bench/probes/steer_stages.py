@@ -3,33 +3,36 @@ chatsite.stage_trace's marks (bench.steer --stages sets CHATSITE_STAGE_TRACE for
 the worker; this reads the file after they exit).
 
 A round names two runs: the one stopped (its marks up to its finalize) and the one steered
-to (its admission, dispatch, claim and first token); a second table follows the round's
-plain message (the target's warm TTFT) through the same stages from its POST. The row before
-each table's last: the platform's part, per round (from the send now's save, or the plain
-message's admission, to the claim). A mark with no run id (the request's
-arrival, Celery's receipt, the task's start, the queue's advance) is the last of its name
-between the send now and the round's next tagged stage (rounds run one at a time).
+to (its admission, dispatch, claim, the wait for the stopped reply's save, first token); a
+second table follows the round's plain message (the target's warm TTFT) through the same
+stages from its POST. The row before each table's last: the platform's part, per round (from
+the admission's save to the claim its prompt is built from). A mark with no run id (the
+request's arrival, Celery's receipt, the task's start) is the last of its name between the
+send now and the round's next tagged stage (rounds run one at a time).
 """
 from collections import defaultdict
 from pathlib import Path
 
 from bench import common, report
 
-# (stage, whose run id tags it: "stopped", "steered" (PLAIN: "plain") or None for an untagged mark)
-STAGES = (("client.send_now", "client"), ("web.request", None), ("web.send_now_saved", "stopped"),
-          ("web.stop_asked", "stopped"), ("writer.cancel_seen", "stopped"), ("writer.stop_written", "stopped"),
-          ("worker.ended", "stopped"), ("finalize.saved", "stopped"), ("queue.advance", None),
-          ("web.saved", "steered"), ("web.committed", "steered"), ("web.dispatched", "steered"),
-          ("worker.received", None), ("worker.task", None), ("worker.leased", "steered"),
-          ("worker.claimed", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
+# (stage, whose run id tags it: "stopped", "steered" (PLAIN: "plain") or None for an untagged mark). The
+# stop is asked first, then the steered run admitted (chatsite.runs.services.queued.send_now): two chains
+# that meet at the steered run's claim, which waits for the stopped reply's save (worker.settled).
+STAGES = (("client.send_now", "client"), ("web.request", None), ("web.stop_asked", "stopped"),
+          ("writer.cancel_seen", "stopped"), ("writer.stop_written", "stopped"), ("worker.ended", "stopped"),
+          ("finalize.saved", "stopped"), ("web.saved", "steered"), ("web.committed", "steered"),
+          ("web.dispatched", "steered"), ("web.send_now_saved", "stopped"), ("worker.received", None),
+          ("worker.task", None), ("worker.leased", "steered"), ("worker.claimed", "steered"),
+          ("worker.settled", "steered"), ("worker.submitted", "steered"), ("engine.first_output", "steered"),
           ("writer.first_written", "steered"), ("stream.first_token", "client"))
 # The plain message sent after it, as warm (its TTFT is the target's base): the same stages from its POST.
 PLAIN = tuple((stage, "plain" if whose == "steered" else whose) for stage, whose in STAGES
-              if whose != "stopped" and stage != "queue.advance")
-# The platform's part, free of the HTTP request before it and the engine after it: from the send now's
-# save to the steered run's claim (the stop, the reply's save, the admission, the dispatch), and the
-# plain message's from its admission's save to its claim; their difference is what steering adds.
-SPAN = ("web.send_now_saved", "worker.claimed")
+              if whose != "stopped" and stage != "worker.settled")
+# The platform's part, free of the HTTP request before it and the engine after it: from the steered run's
+# admission's save to its claim with the stopped reply in its prompt (the dispatch, and the stop and the
+# reply's save where they take longer), and the plain message's from its admission's save to its claim;
+# their difference is what steering adds.
+SPAN = ("web.saved", "worker.settled")
 PLAIN_SPAN = ("web.saved", "worker.claimed")
 
 
@@ -62,6 +65,8 @@ def round_marks(tagged: dict, untagged: dict, row: dict, stages=STAGES) -> dict[
         inside = [t for t in untagged.get(stage, ()) if row["t0"] <= t and (before is None or t <= before)]
         if inside:
             marks[stage] = inside[-1]
+    if "worker.claimed" in marks and "worker.settled" not in marks and ("worker.settled", "steered") in stages:
+        marks["worker.settled"] = marks["worker.claimed"]  # the reply was saved when admitted: nothing to wait for
     return marks
 
 

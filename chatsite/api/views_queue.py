@@ -63,11 +63,13 @@ class QueuedSendNowView(TenantScoped, APIView):
     @extend_schema(operation_id="queue_send_now", summary="Send a queued message now", tags=TAGS, request=None,
                    description="Steers: the reply being written stops at its next token (its text so far is kept "
                                "as the reply, which ends with finish_reason `interrupted`), and this message runs "
-                               "next, with that reply in its context. With no reply being written it starts at "
-                               "once. 202 with the message (`state` started and `run` set once it started). " + LEFT,
+                               "next, with that reply in its context: sent by this request's credential from now "
+                               "on (as a retry is). With no reply being written it starts at once. 202 with the "
+                               "message (`state` started and `run` set once it started). " + LEFT,
                    responses={202: QueuedMessageSerializer, **errors(*READ_ERRORS, 409)})
     def post(self, request, chat_id: int, queued_id: int):
-        item = queued_send_now(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id)
+        item = queued_send_now(tenant=self.tenant, user=request.user, chat_id=chat_id, queued_id=queued_id,
+                               credential=request_credential(request))
         return Response(queued_data(item), status=status.HTTP_202_ACCEPTED)
 
 

@@ -66,3 +66,21 @@ def test_signing_out_after_queueing_refuses_that_sessions_message_and_the_next_g
     assert third.user_message.content == "three" and third.user_message.parent_id == first["assistant_message"]
     assert GenerationRun.objects.filter(chat=chat).count() == 2
     assert wait_terminal(third.pk).status == "completed"
+
+
+def test_a_message_sent_now_goes_as_its_sender_now_though_the_key_that_queued_it_was_revoked(
+        live_url, fake_workers, auth, chat):
+    chat = ghost_chat(chat)
+    first = post_message(live_url, auth, chat.pk, "one")
+    item = queue_message(live_url, auth, chat.pk, "two", **SERVED)
+    key = ApiKey.objects.get(user=chat.owner)
+    assert httpx.delete(f"{live_url}/api/keys/{key.pk}/", headers=auth, timeout=10).status_code == 200
+    gone = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{item['id']}/send-now", headers=auth, timeout=10)
+    assert gone.status_code == 401  # the revoked key sends nothing now
+    # Its owner, signed in, sends it now: it goes at once as the session's, the reply stopped.
+    browser = session_headers(chat.owner)
+    sent = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{item['id']}/send-now", headers=browser, timeout=10)
+    assert sent.status_code == 202 and sent.json()["state"] == "started", sent.text
+    assert wait_terminal(first["id"]).finish_reason == "interrupted"
+    assert wait_terminal(started_run(item["id"]).pk).status == "completed"
+    assert QueuedMessage.objects.get(pk=item["id"]).credential.startswith("session")

@@ -71,24 +71,41 @@ def test_a_send_nows_round_joins_the_stopped_and_the_steered_runs_marks(tmp_path
     path = tmp_path / "stages.txt"
     path.write_text("".join([
         _line(0.500, 10, "web.saved", 4),  # the stopped run's own admission: not this round's
-        _line(1.002, 10, "web.send_now_saved", 4),
-        _line(1.003, 10, "web.stop_asked", 4),
+        _line(0.900, 20, "worker.received"),  # before the send now: another round's
+        _line(1.003, 10, "web.stop_asked", 4),  # the stop first
+        _line(1.010, 10, "web.saved", 5),  # the steered run, admitted as the reply stops
+        _line(1.012, 10, "web.send_now_saved", 4),
+        _line(1.014, 20, "worker.received"),
         _line(1.020, 20, "finalize.saved", 4),
-        _line(0.900, 20, "queue.advance"),  # before the send now: another round's
-        _line(1.021, 20, "queue.advance"),
-        _line(1.030, 20, "web.saved", 5),
         _line(1.040, 20, "worker.leased", 5),
         _line(1.045, 20, "worker.claimed", 5),
+        _line(1.046, 20, "worker.settled", 5),
         _line(1.070, 20, "engine.first_output", 5),
     ]))
     tagged, untagged = steer_stages._read(path)
     marks = steer_stages.round_marks(tagged, untagged, {"stopped": 4, "steered": 5, "t0": 1.000,
                                                         "first_token_at": 1.071})
-    assert marks["web.stop_asked"] == 1.003 and marks["finalize.saved"] == 1.020
-    assert marks["queue.advance"] == 1.021 and marks["web.saved"] == 1.030  # the steered run's admission
-    assert "worker.received" not in marks and marks["stream.first_token"] == 1.071
+    assert marks["web.stop_asked"] == 1.003 and marks["web.saved"] == 1.010  # the steered run's admission
+    assert marks["worker.received"] == 1.014 and marks["finalize.saved"] == 1.020
+    assert "queue.advance" not in marks and marks["stream.first_token"] == 1.071
     text = steer_stages.table(path, [{"stopped": 4, "steered": 5, "t0": 1.000, "first_token_at": 1.071}])
     rows = {cells[1].strip(): cells[2].strip() for cells in (line.split("|") for line in text.splitlines()[3:])}
-    assert rows["finalize.saved -> queue.advance"] == "1.0"
+    assert rows["worker.claimed -> worker.settled"] == "1.0"
     assert rows["client.send_now -> stream.first_token"] == "71.0"
-    assert rows["web.send_now_saved -> worker.claimed (the platform's part)"] == "43.0"  # the save to the claim
+    assert rows["web.saved -> worker.settled (the platform's part)"] == "36.0"  # the save to the settled claim
+
+
+def test_a_steered_run_admitted_after_the_reply_was_saved_has_nothing_to_settle(tmp_path):
+    path = tmp_path / "stages.txt"
+    path.write_text("".join([
+        _line(1.003, 10, "web.stop_asked", 4),
+        _line(1.008, 20, "finalize.saved", 4),
+        _line(1.010, 10, "web.saved", 5),  # the door read the reply as saved: no stand-in in its snapshot
+        _line(1.030, 20, "worker.claimed", 5),
+        _line(1.050, 20, "engine.first_output", 5),
+    ]))
+    text = steer_stages.table(path, [{"stopped": 4, "steered": 5, "t0": 1.000, "first_token_at": 1.051}])
+    rows = {cells[1].strip(): cells[2].strip() for cells in (line.split("|") for line in text.splitlines()[3:])}
+    assert rows["worker.claimed -> worker.settled"] == "0.0"
+    assert rows["web.saved -> worker.settled (the platform's part)"] == "20.0"
+

@@ -182,6 +182,34 @@ def test_queued_messages_survive_a_worker_killed_mid_reply(fault_stack, fault_re
     replace_worker(fault_stack, holder)
 
 
+def test_a_send_now_whose_worker_dies_before_the_stop_runs_its_message_once_after_the_reply_saved(
+        fault_stack, fault_redis_client, chat, auth):
+    # The message is admitted before the stop is written (its run waits for the reply's save:
+    # workers.steered); the reply's worker is paused, then killed, before it can write it.
+    base = fault_stack["webs"][0]
+    run = post(base, auth, chat.pk, max_tokens=300, ignore_eos=True)
+    item = _queue(base, auth, chat.pk, "sent now")
+    holder = holder_of(run["id"])
+    while streamed(fault_redis_client, run["id"]) < 30:
+        time.sleep(0.005)
+    fault_stack["workers"][holder].signal(signal.SIGSTOP)
+    sent = httpx.post(f"{base}/api/chats/{chat.pk}/queue/{item['id']}/send-now", headers=auth, timeout=30)
+    assert sent.status_code == 202 and sent.json()["state"] == "started", sent.text
+    fault_stack["workers"][holder].signal(signal.SIGKILL)
+    steered_id = QueuedMessage.objects.get(pk=item["id"]).run_id
+    steered = wait_terminal(steered_id, timeout=90)
+    stopped = assert_nothing_lost(fault_redis_client, run["id"])
+    assert stopped.status == "cancelled" and stopped.finish_reason == "interrupted"
+    assert 30 <= stopped.completion_tokens < 300 and stopped.assistant_message.content
+    assert steered.status == "completed" and steered.user_message.parent_id == stopped.assistant_message_id
+    # Its prompt was built from the reply as saved, taken over and ended elsewhere after the kill.
+    assert steered.prompt_snapshot[-2:] == [{"role": "assistant", "content": stopped.assistant_message.content},
+                                            {"role": "user", "content": "sent now"}]
+    assert steered.worker.split("@")[0] != holder
+    assert GenerationRun.objects.filter(chat=chat).count() == 2  # none twice
+    replace_worker(fault_stack, holder)
+
+
 def test_queued_messages_survive_the_web_process_that_took_them(fault_stack, fault_redis_client, chat, auth):
     extra, url = stack.start_web(fault_stack["env"])
     run = post(url, auth, chat.pk, max_tokens=300, ignore_eos=True)

@@ -4,15 +4,18 @@ entry, then run_finalize), and the chat's queue advances from that ending."""
 import threading
 import time
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
+from django.db import connection
 
 from chatsite.chats.models import QueuedMessage
 from chatsite.chats.selectors import queue_of, queued_places
 from chatsite.errors import Conflict, InvalidInput, NotFound
 from chatsite.runs.admission import Admitted, Ask, Caller, InChat, Send, run_submit
+from chatsite.runs.admission.ask import PENDING_REPLY
 from chatsite.runs.models import GenerationRun
-from chatsite.runs.services import run_cancel, run_claim, run_finalize
+from chatsite.runs.services import run_cancel, run_claim, run_finalize, run_release
 from chatsite.runs.services.queued.add import message_send_or_queue, queued_add
 from chatsite.runs.services.queued.advance import queue_advance, queues_sweep
 from chatsite.runs.services.queued.edit import queued_edit, queued_retry, queued_withdraw
@@ -22,6 +25,8 @@ from chatsite.runs.services.queued.send_now import queued_send_now
 from chatsite.runs.stream import codec, log
 from tests.factories import ChatFactory, TenantFactory, UserFactory, queueing_pool
 from tests.runs.helpers import end_stream, finish_run, xadd_tokens
+from workers import steered
+from workers.heartbeat import Heartbeat
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a run's end starts the queue after its commit
 Q = QueuedMessage.State
@@ -133,6 +138,16 @@ def test_another_users_queue_is_not_found(chat):
     assert item.state == Q.QUEUED and item.content == "two"
 
 
+def _settled(steered_run: GenerationRun, stopped: GenerationRun, rt=None):
+    """The steered run as its worker claims it, its snapshot filled in (workers.steered)."""
+    claim = run_claim(run_id=steered_run.pk, worker="steered-worker")
+    assert claim is not None and steered.pending_run(claim) == stopped.pk
+    try:
+        return steered.settle(rt or SimpleNamespace(heartbeat=Heartbeat(None)), claim, stopped.pk)
+    finally:
+        run_release(run_id=steered_run.pk, lease_token=claim.lease_token)
+
+
 def test_send_now_stops_the_reply_keeps_it_as_interrupted_and_runs_next_with_it(chat):
     first = run_submit(chat=chat, content="one")
     xadd_tokens(first.pk, ["Half", " a"])  # the reply so far
@@ -142,16 +157,20 @@ def test_send_now_stops_the_reply_keeps_it_as_interrupted_and_runs_next_with_it(
     first.refresh_from_db()
     assert first.status == "cancelled" and first.finish_reason == "interrupted"
     assert first.assistant_message.content == "Half a"  # the partial reply is kept, as the reply
-    steered = _started(b)
-    assert steered.user_message.parent_id == first.assistant_message_id
-    assert steered.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
-                                            {"role": "user", "content": "three"}]
+    steered_run = _started(b)
+    assert steered_run.user_message.parent_id == first.assistant_message_id
+    # Admitted before the stop was asked: the reply stands in its snapshot by its run, until its worker
+    # puts the saved text there.
+    assert steered_run.prompt_snapshot[-2:] == [{"role": "assistant", "content": "", PENDING_REPLY: first.pk},
+                                                {"role": "user", "content": "three"}]
+    assert _settled(steered_run, first).run.prompt_snapshot[-2:] == [
+        {"role": "assistant", "content": "Half a"}, {"role": "user", "content": "three"}]
     a.refresh_from_db()
     assert a.state == Q.QUEUED  # still waiting, now behind the reply to "three"
     with pytest.raises(Conflict):
         queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
-    finish_run(steered)
-    assert _started(a).user_message.parent_id == steered.assistant_message_id
+    finish_run(steered_run)
+    assert _started(a).user_message.parent_id == steered_run.assistant_message_id
 
 
 def _worker_stops_when_asked(run, *, delay=0.0):
@@ -174,29 +193,134 @@ def _worker_stops_when_asked(run, *, delay=0.0):
     return thread
 
 
-def test_send_now_starts_its_message_itself_once_the_stop_is_written(chat):
+def test_send_now_starts_its_message_before_the_stop_and_its_worker_waits_for_the_reply_saved(chat):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half", " a"])
+    b = _queue(chat, "three")
+    worker = _worker_stops_when_asked(first, delay=0.2)
+    sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    assert sent.state == Q.STARTED and not log.has_ended(first.pk)  # started at once, the stop still to come
+    steered_run = _started(b)
+    # Its worker: the reply's stop is written, its own worker (busy) has not saved it, the steered one does.
+    settled = _settled(steered_run, first)
+    worker.join()
+    first.refresh_from_db()
+    assert first.status == "cancelled" and first.finish_reason == "interrupted"
+    assert first.assistant_message.content == "Half a"
+    assert settled.run.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
+                                                {"role": "user", "content": "three"}]
+    assert GenerationRun.objects.filter(chat=chat).count() == 2  # once: the reply's save starts nothing more
+    assert run_finalize(run_id=first.pk) == "cancelled" and GenerationRun.objects.filter(chat=chat).count() == 2
+
+
+def test_a_reply_saved_while_send_now_admits_its_message_still_ends_interrupted(chat, monkeypatch):
     first = run_submit(chat=chat, content="one")
     xadd_tokens(first.pk, ["Half", " a"])
     b = _queue(chat, "three")
     worker = _worker_stops_when_asked(first)
+    admit = send_now.queue_start_steering
+
+    def admit_once_the_reply_is_saved(item, stops, **kwargs):
+        worker.join()  # the stop written as soon as it was asked, and saved by its worker, before this commit
+        saved = []
+        saving = threading.Thread(target=lambda: (saved.append(run_finalize(run_id=first.pk)), connection.close()))
+        saving.start()
+        saving.join()
+        assert saved == ["cancelled"]
+        return admit(item, stops, **kwargs)
+
+    monkeypatch.setattr(send_now, "queue_start_steering", admit_once_the_reply_is_saved)
+    sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    first.refresh_from_db()
+    assert first.status == "cancelled" and first.finish_reason == "interrupted"
+    steered_run = _started(b)
+    assert sent.state == Q.STARTED and GenerationRun.objects.filter(chat=chat).count() == 2
+    # Saved before the door read it: no stand-in, its text as saved.
+    assert steered_run.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
+                                                {"role": "user", "content": "three"}]
+
+
+def test_a_steered_prompt_waits_for_the_save_of_a_reply_its_own_worker_holds(chat):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half", " a"])
+    b = _queue(chat, "three")
+    queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    steered_run = _started(b)
+    # The stopped reply is held by the steered run's own worker: its save is waited for, not raced.
+    heartbeat = Heartbeat(None)
+    heartbeat.hold(first.pk, "token", since=time.monotonic())
+    dropped_at = []
+
+    def saved_then_dropped():
+        time.sleep(0.2)
+        dropped_at.append(time.monotonic())
+        heartbeat.drop(first.pk)
+
+    threading.Thread(target=saved_then_dropped).start()
+    settled = _settled(steered_run, first, rt=SimpleNamespace(heartbeat=heartbeat))
+    assert dropped_at and time.monotonic() >= dropped_at[0]
+    assert settled.run.prompt_snapshot[-2] == {"role": "assistant", "content": "Half a"}
+
+
+def test_a_steered_prompt_whose_reply_a_live_attempt_never_stops_is_handed_back(chat, settings, monkeypatch):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half"])
+    assert run_claim(run_id=first.pk, worker="stuck-worker") is not None  # its lease lives on (6 s)
+    b = _queue(chat, "three")
+    queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    monkeypatch.setattr(steered, "MARGIN_SECONDS", 0.0)
+    settings.CHATSITE = {**settings.CHATSITE, "RUN_LEASE_SECONDS": 0.3}  # the bound of the wait
+    heartbeat = Heartbeat(None)
+    heartbeat.hold(first.pk, "token", since=time.monotonic())  # held here, by an attempt that never ends
+    assert _settled(_started(b), first, rt=SimpleNamespace(heartbeat=heartbeat)) is None
+    first.refresh_from_db()
+    assert first.status == "running"  # nothing ended under a live attempt
+
+
+def test_a_steered_prompt_whose_reply_lost_its_worker_ends_that_reply_once_its_lease_lapses(chat, settings):
+    settings.CHATSITE = {**settings.CHATSITE, "RUN_LEASE_SECONDS": 0.3}
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half"])
+    assert run_claim(run_id=first.pk, worker="dead-worker") is not None  # its lease lapses in 0.3 s, unextended
+    b = _queue(chat, "three")
+    queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
+    settled = _settled(_started(b), first)
+    assert settled.run.prompt_snapshot[-2] == {"role": "assistant", "content": "Half"}
+    first.refresh_from_db()
+    assert first.status == "cancelled" and first.finish_reason == "interrupted"
+
+
+def _refused_for_two_at_once(chat):
+    """The tenant may have one run at a time: a send now cannot start its message beside
+    the reply it stops, only after it (the request's wait, or the reply's end)."""
+    from chatsite.quotas.models import TenantQuota
+
+    TenantQuota.objects.create(tenant=chat.tenant, max_concurrent_runs=1)
+
+
+def test_a_message_its_door_refuses_beside_the_reply_starts_once_the_stop_is_written(chat):
+    first = run_submit(chat=chat, content="one")
+    xadd_tokens(first.pk, ["Half", " a"])
+    b = _queue(chat, "three")
+    _refused_for_two_at_once(chat)
+    worker = _worker_stops_when_asked(first)
     sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
     worker.join()
-    # Started in the request: the stopped reply saved by the door first, interrupted, in the steered prompt.
+    # Started in the request after the stop: the stopped reply saved first, in the steered prompt as it is.
     assert sent.state == Q.STARTED and sent.run_id is not None
     first.refresh_from_db()
     assert first.status == "cancelled" and first.finish_reason == "interrupted"
-    assert first.assistant_message.content == "Half a"
-    steered = _started(b)
-    assert steered.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
-                                            {"role": "user", "content": "three"}]
-    assert GenerationRun.objects.filter(chat=chat).count() == 2  # once: the worker's own save starts nothing more
-    assert run_finalize(run_id=first.pk) == "cancelled" and GenerationRun.objects.filter(chat=chat).count() == 2
+    steered_run = _started(b)
+    assert steered_run.prompt_snapshot[-2:] == [{"role": "assistant", "content": "Half a"},
+                                                {"role": "user", "content": "three"}]
+    assert GenerationRun.objects.filter(chat=chat).count() == 2
 
 
 def test_a_reply_its_worker_saves_while_send_now_waits_leaves_its_message_to_the_request(chat, monkeypatch):
     first = run_submit(chat=chat, content="one")
     xadd_tokens(first.pk, ["Half", " a"])
     b = _queue(chat, "three")
+    _refused_for_two_at_once(chat)
     worker = _worker_stops_when_asked(first)
     waited = log.wait_ended
     left = []
@@ -221,6 +345,7 @@ def test_a_stop_written_after_send_nows_wait_starts_the_message_at_the_replys_en
     first = run_submit(chat=chat, content="one")
     xadd_tokens(first.pk, ["Half"])
     b = _queue(chat, "three")
+    _refused_for_two_at_once(chat)
     worker = _worker_stops_when_asked(first, delay=0.5)  # a paused worker
     sent = queued_send_now(tenant=chat.tenant, user=chat.owner, chat_id=chat.pk, queued_id=b.pk)
     assert sent.state == Q.QUEUED and sent.interrupted_run_id == first.pk  # asked, left to the reply's end

@@ -81,6 +81,21 @@ class Continue:
 
 
 @dataclass(frozen=True, slots=True)
+class Steering:
+    """The reply a queued message sent now stops (chatsite.runs.services.queued.send_now),
+    admitted before its stop is written: the one reply in progress the turn may follow. Its
+    text is not saved yet: the snapshot names it (`PENDING_REPLY`) and the worker fills it in
+    once the reply is saved (workers.steered)."""
+    run_id: int
+    reply_id: int  # its message, the turn's parent
+    tokens: int  # its tokens so far: the snapshot's estimate of it
+
+
+# The snapshot message key naming the run whose saved reply fills it in (Steering).
+PENDING_REPLY = "pending_run"
+
+
+@dataclass(frozen=True, slots=True)
 class Ask:
     caller: Caller
     where: InChat | NewChat | Branch
@@ -104,6 +119,7 @@ class Ask:
     # tenant's rate counted it when it was queued. Its caller (queue_advance) holds the chat's
     # lock already, taken before the plan read the chat: the door does not take it again.
     from_queue: bool = False
+    steering: Steering | None = None  # a queued message sent now: the reply it stops, still in progress
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ The rules, in this order, the same for every surface:
 4. request limits: the tenant's requests per minute (429; a queued message counts
    when it is queued, not again when its turn comes: Ask.from_queue);
 5. in one transaction, under the chat's lock (one reply at a time, and none before the
-   messages waiting in the chat's queue: 409): the budget and the concurrency, reserved
+   messages waiting in the chat's queue: 409; a queued message sent now may follow the
+   reply it stops, Ask.steering): the budget and the concurrency, reserved
    for every choice (429);
 6. the fair share and shedding, counting every choice as a run (503 + Retry-After),
    and a pool with no live worker (503);
@@ -92,7 +93,8 @@ def _admit_once(ask: Ask, plan: Plan, quota, key: str, asked_digest: str) -> Adm
                 return _replayed(earlier)
         *leaf, branched = write.path_end(plan, ask)
         asked, replies, anchor = write.messages(plan, ask, tuple(leaf))
-        snapshot, prompt_tokens, from_depth = write.snapshot(plan, asked, stable=not ask.whole_history)
+        snapshot, prompt_tokens, from_depth = write.snapshot(plan, asked, stable=not ask.whole_history,
+                                                             steering=ask.steering)
         write.refuse_unless_whole(plan, ask, snapshot, prompt_tokens)
         reservations = quota_reserve_choices(
             tenant=tenant, quota=quota, prompt_tokens=prompt_tokens, max_tokens=plan.sampling.max_tokens,

@@ -9,7 +9,7 @@ from chatsite.chats.models import Message
 from chatsite.chats.titles import auto_title
 from chatsite.errors import Conflict, InvalidInput
 from chatsite.pools.tokens import TEMPLATE_TOKENS_PER_MESSAGE, TEMPLATE_TOKENS_PER_PROMPT, count_tokens
-from chatsite.runs.admission.ask import UNSET, Ask, Send
+from chatsite.runs.admission.ask import PENDING_REPLY, UNSET, Ask, Send, Steering
 from chatsite.runs.admission.plan import Plan
 from chatsite.runs.choices import choice_seeds
 from chatsite.runs.models import GenerationRun
@@ -48,7 +48,8 @@ def path_end(plan: Plan, ask: Ask) -> tuple[int | None, int | None, bool]:
     turn follows; the end of its chosen path after that (its last message's id and depth)
     and whether that message has messages after it. Raises QueueWaiting while messages wait
     in the chat's queue (unless this turn is the queue's own, starting its first), else
-    ReplyInProgress while a reply is being generated in the chat."""
+    ReplyInProgress while a reply is being generated in the chat (but the one a steered
+    turn stops: Ask.steering)."""
     chat = plan.chat
     if plan.new:  # nobody else can see it yet: no lock to wait for, no reply in progress
         ids = store.message_ids(count=len(plan.history)) if plan.history else []
@@ -59,7 +60,7 @@ def path_end(plan: Plan, ask: Ask) -> tuple[int | None, int | None, bool]:
     end = store.path_end(chat_id=chat.pk, leaf_id=chat.current_leaf_id)
     if end.queue_waiting and not ask.from_queue:  # decided here, under the chat's lock: none overtakes the queue
         raise QueueWaiting()
-    if end.active_run_id is not None:
+    if end.active_run_id is not None and (ask.steering is None or end.active_run_id != ask.steering.run_id):
         raise ReplyInProgress(end.active_run_id)
     after = getattr(ask.where, "after", None)
     if after is None:
@@ -148,7 +149,7 @@ class Snapshot(NamedTuple):
     from_depth: int | None  # the depth of the oldest history message kept, when the history did not fit whole
 
 
-def snapshot(plan: Plan, asked: Message, *, stable: bool = True) -> Snapshot:
+def snapshot(plan: Plan, asked: Message, *, stable: bool = True, steering: Steering | None = None) -> Snapshot:
     """The chosen path's newest turns up to `asked` that fit the plan's room, oldest first,
     after the chat's system prompt and followed, for a continued reply, by its text so far
     (the worker carries on from it); their estimated prompt tokens; and, when the history
@@ -160,7 +161,11 @@ def snapshot(plan: Plan, asked: Message, *, stable: bool = True) -> Snapshot:
     started, while that fits, else keeps the newest messages within REFILL of the room (and
     of HISTORY_LIMIT): the turns after it start alike until the room is full again, and
     their prompts' start is in the engine's prefix cache and the reply's kept ids. Dropping
-    just enough each turn would start each with another message."""
+    just enough each turn would start each with another message.
+
+    `steering`: the reply before `asked` is still being written (a queued message sent now,
+    admitted as that reply stops): it stands in the snapshot as a message naming its run
+    (PENDING_REPLY), counted at its tokens so far, which the worker fills in once it is saved."""
     chat, pool, prefix = plan.chat, plan.pool, plan.continued
     used = TEMPLATE_TOKENS_PER_PROMPT + asked.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     head, tail = [], []
@@ -172,8 +177,12 @@ def snapshot(plan: Plan, asked: Message, *, stable: bool = True) -> Snapshot:
         used += prefix.token_count + TEMPLATE_TOKENS_PER_MESSAGE
     history = (tree.path_rows(chat_id=chat.pk, from_id=asked.parent_id, limit=HISTORY_LIMIT)
                if asked.parent_id else [])
-    rows = [(asked.depth - 1 - i, row) for i, row in enumerate(history)  # (depth, row), newest first
-            if not (row[0] == Message.Role.ASSISTANT and not row[1] and not row[3])]  # no text: never in a prompt
+    pending = steering is not None and history and asked.parent_id == steering.reply_id and not history[0][1]
+    if pending:  # the reply being stopped: its text, not saved yet, counted as its tokens so far
+        history[0] = (Message.Role.ASSISTANT, "", steering.tokens, None, "", history[0][5])
+    # (depth, row), newest first; a reply with no text is never in a prompt, but the one being stopped
+    rows = [(asked.depth - 1 - i, row) for i, row in enumerate(history)
+            if (pending and i == 0) or not (row[0] == Message.Role.ASSISTANT and not row[1] and not row[3])]
     costs = [row[2] + TEMPLATE_TOKENS_PER_MESSAGE for _, row in rows]
     oldest_read = asked.depth - len(history)  # 0: the whole path was read
     if used + sum(costs) <= plan.room and oldest_read == 0:
@@ -189,6 +198,8 @@ def snapshot(plan: Plan, asked: Message, *, stable: bool = True) -> Snapshot:
     from_depth = None if n == len(rows) and oldest_read == 0 else (kept[-1][0] if kept else asked.depth)
     messages = [_prompt_message(asked.role, asked.content, None, asked.tool_call_id)]
     messages += [_prompt_message(role, content, calls, call_id) for _, (role, content, _t, calls, call_id, _s) in kept]
+    if pending and n:
+        messages[1][PENDING_REPLY] = steering.run_id
     messages.reverse()
     return Snapshot(head + messages + tail, used + sum(costs[:n]), from_depth)
 

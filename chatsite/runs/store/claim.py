@@ -65,3 +65,21 @@ def run_take(*, run_id: int, worker: str, now: datetime) -> Taken | None:
     return Taken(ClaimedRun(*_RUN.values(row[:n])), Kept(
         after_question=None if after_ids is None else TokenRecord(unpack(after_ids), after_digest, after_dropped),
         carried_on=None if carried_ids is None else TokenRecord(unpack(carried_ids), carried_digest, carried_dropped)))
+
+
+def saved_reply(*, run_id: int) -> tuple[str, TokenRecord | None] | None:
+    """The reply of a run as saved, and the ids kept with it (None: none kept); None while
+    the run is not saved (not terminal): what a steered run's prompt waits for (workers.steered)."""
+    row = (GenerationRun.objects.filter(pk=run_id, status__in=GenerationRun.TERMINAL)
+           .values_list("assistant_message__content", "assistant_message__tokens__token_ids",
+                        "assistant_message__tokens__digest", "assistant_message__tokens__dropped").first())
+    if row is None:
+        return None
+    content, ids, digest, dropped = row
+    return content, None if ids is None else TokenRecord(unpack(ids), digest, dropped)
+
+
+def snapshot_settled(*, run_id: int, snapshot: list) -> None:
+    """A steered run's snapshot as its worker filled it in (workers.steered): the record
+    says what its prompt was built from."""
+    GenerationRun.objects.filter(pk=run_id).update(prompt_snapshot=snapshot)

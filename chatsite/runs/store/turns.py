@@ -115,3 +115,18 @@ def runs_insert(*, runs: list[GenerationRun], chat: Chat) -> None:
 def active_runs(*, tenant_id: int) -> int:
     """The tenant's queued and running runs (its concurrency)."""
     return GenerationRun.objects.filter(tenant_id=tenant_id, status__in=GenerationRun.ACTIVE).count()
+
+
+# The oldest reply in progress of a chat whose queued message waits there, with the chat's
+# tenant and owner (checked by the caller): a send now's one read before its stop.
+_REPLY_TO_STOP = prepared(
+    f'SELECT r.id, r.assistant_message_id, c.tenant_id, c.owner_id FROM "{_RUNS}" r '
+    f'JOIN "{_CHATS}" c ON c.id = r.chat_id WHERE r.chat_id = %s AND r.status IN {sql_in(GenerationRun.ACTIVE)} '
+    f'AND EXISTS (SELECT 1 FROM "{_QUEUED}" q WHERE q.chat_id = r.chat_id AND q.id = %s '
+    f"AND q.state = '{QueuedMessage.State.QUEUED}') ORDER BY r.id LIMIT 1")
+
+
+def reply_to_stop(*, chat_id: int, queued_id: int) -> tuple[int, int, int, int] | None:
+    """(run id, reply message id, tenant id, owner id) of the oldest reply in progress in
+    chat `chat_id` while its queued message `queued_id` waits there; None otherwise."""
+    return fetch_one(_REPLY_TO_STOP, [chat_id, queued_id])

@@ -119,7 +119,7 @@ def cancel_ask(run_id: int) -> None:
     now = time.time()
     r = get_redis()
     pipe = r.pipeline(transaction=False)
-    pipe.zadd(redis_keys.cancelled_runs(), {str(run_id): now})
+    pipe.zadd(redis_keys.cancelled_runs(), {str(run_id): now}, nx=True)  # an ask asked again keeps the first's time
     pipe.zremrangebyscore(redis_keys.cancelled_runs(), "-inf", now - ttl)  # no run lives that long
     pipe.publish(redis_keys.cancels_channel(database(r)), str(run_id))
     pipe.execute()
@@ -210,6 +210,12 @@ def _take_extra(reply: Reply, extra: dict) -> None:
 def discard(run_id: int) -> None:
     """Delete a finished run's stream before its TTL (its reply is not to be kept)."""
     get_redis().delete(redis_keys.run_stream(run_id))
+
+
+def length(run_id: int) -> int:
+    """How many entries the run's stream holds: about its tokens so far (one entry a token
+    or a few), for an estimate that need not read them."""
+    return get_redis().xlen(redis_keys.run_stream(run_id))
 
 
 def entries(run_id: int) -> list[Entry]:

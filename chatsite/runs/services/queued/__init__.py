@@ -18,6 +18,8 @@ that admits its run, so none starts twice; a queue whose advance was lost (a pro
 that died after its run ended) is started again by the sweep (queues_sweep).
 
 One module a job: `add` (queueing a message), `edit` (editing, withdrawing, retrying one),
-`send_now` (steering), `steering` (a run's end leaves a steered message to the send-now
-request waiting for its stop), `advance` (starting the next, and the sweep), `access` (whether
-its sender may still send it), `rows` (what they share: reading and placing the rows)."""
+`send_now` (steering: the message admitted beside the reply it stops, whose text its worker
+puts in its prompt once saved, workers.steered; else after the stop), `steering` (a run's end
+leaves a steered message to the send-now request waiting for its stop), `advance` (starting
+the next, the one sent now, and the sweep), `access` (whether its sender may still send it),
+`rows` (what they share: reading and placing the rows)."""

@@ -2,6 +2,7 @@
 after a queueing, an edit's retry or a send now, and by the sweep for a queue whose
 advance was lost (chatsite.runs.services.queued)."""
 import logging
+from dataclasses import replace
 from datetime import timedelta
 
 from django.db import transaction
@@ -12,6 +13,7 @@ from chatsite import stage_trace
 from chatsite.chats.models import QueuedMessage
 from chatsite.errors import ModelUnavailable, NotFound, Overloaded, RateLimited, ServiceError
 from chatsite.runs.admission import ReplyInProgress, run_admit
+from chatsite.runs.admission.ask import Steering
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.queued import steering
 from chatsite.runs.services.queued.access import access_ended
@@ -69,10 +71,32 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
                     return None
                 _refuse(head, refused.message)
                 continue
-            head.state, head.run, head.error = State.STARTED, admitted.run, ""
-            head.save(update_fields=["state", "run", "error", "updated_at"])
+            _started(head, admitted)
             changed(head.chat)
             return head
+
+
+def queue_start_steering(item: QueuedMessage, stops: Steering, *, also: tuple = ()) -> QueuedMessage | None:
+    """Start `item`, locked and moved to the head of its chat's queue by a send now, as the
+    turn after the reply it stops, whether still being written or not (`stops`,
+    Ask.steering), in the caller's transaction, under the chat's lock it holds. Its sender is
+    the caller, whose live credential the request checked: not the one that queued it
+    (access_ended), as when its turn comes later. None, writing nothing, when the door refuses
+    it now: it starts after the reply's end instead (queue_advance, which refuses it then or
+    lets it wait). `also`: fields of the message the caller set, saved with its start."""
+    try:
+        admitted = run_admit(replace(ask_of(item), steering=stops))
+    except ServiceError as refused:
+        logger.info("chat %s: queued message %s starts after the reply it stops (%s)", item.chat_id, item.pk,
+                    refused.message)
+        return None
+    return _started(item, admitted, also=also)
+
+
+def _started(head: QueuedMessage, admitted, *, also: tuple = ()) -> QueuedMessage:
+    head.state, head.run, head.error = State.STARTED, admitted.run, ""
+    head.save(update_fields=["state", "run", "error", "updated_at", *also])
+    return head
 
 
 def queue_start_next(sender=None, *, chat_id: int, run_id: int | None = None, **signal) -> None:

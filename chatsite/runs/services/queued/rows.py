@@ -30,13 +30,16 @@ class Head:
     sender_member: bool  # its sender still belongs to its tenant, both active
 
 
-def queue_head(*, chat_id: int) -> Head | None:
-    """The chat's first waiting message, locked (its row only: a lock on its tenant's or
-    owner's row would hold up every insert that refers to them), with whether its sender
-    is still a member, in one query; None when none waits."""
-    item = (QueuedMessage.objects.select_for_update(of=("self",)).select_related("tenant", "owner", "chat")
-            .annotate(sender_member=member_active(tenant=OuterRef("tenant_id"), user=OuterRef("owner_id")))
-            .filter(chat_id=chat_id, state=State.QUEUED).order_by("position", "id").first())
+def queue_head(*, chat_id: int, item_id=None) -> Head | None:
+    """The chat's first waiting message (or its waiting message `item_id`), locked (its row
+    only: a lock on its tenant's or owner's row would hold up every insert that refers to
+    them), with whether its sender is still a member, in one query; None when none waits."""
+    items = (QueuedMessage.objects.select_for_update(of=("self",)).select_related("tenant", "owner", "chat")
+             .annotate(sender_member=member_active(tenant=OuterRef("tenant_id"), user=OuterRef("owner_id")))
+             .filter(chat_id=chat_id, state=State.QUEUED))
+    if item_id is not None:
+        items = items.filter(pk=item_id)
+    item = items.order_by("position", "id").first()
     return None if item is None else Head(item, item.sender_member)
 
 
@@ -67,10 +70,13 @@ _LEFT = {State.STARTED: "has started already", State.WITHDRAWN: "was withdrawn",
          State.REFUSED: "was refused when its turn came (retry it first)", State.QUEUED: "is still waiting"}
 
 
-def waiting_item(chat: Chat, queued_id, *states: str, lock: bool = True) -> QueuedMessage:
-    """The chat's queued message `queued_id`, locked (unless not `lock`); NotFound, or
-    Conflict unless in `states`."""
-    items = QueuedMessage.objects.select_for_update() if lock else QueuedMessage.objects
+def waiting_item(chat: Chat | int, queued_id, *states: str, lock: bool = True,
+                 with_chat: bool = False) -> QueuedMessage:
+    """The chat's (or chat id's) queued message `queued_id`, locked (unless not `lock`), its
+    chat read along if `with_chat`; NotFound, or Conflict unless in `states`."""
+    items = QueuedMessage.objects.select_for_update(of=("self",)) if lock else QueuedMessage.objects
+    if with_chat:
+        items = items.select_related("chat")
     try:
         item = items.get(chat=chat, pk=int(queued_id))
     except (QueuedMessage.DoesNotExist, ValueError, TypeError, OverflowError):
