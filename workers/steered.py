@@ -29,11 +29,10 @@ MARGIN_SECONDS = 2.0  # past the stopped reply's lease: a dead worker's run can 
 
 
 def pending_run(claim: Claim) -> int | None:
-    """The run whose reply the claimed run's prompt waits for, if any."""
-    for message in claim.run.prompt_snapshot:
-        if PENDING_REPLY in message:
-            return message[PENDING_REPLY]
-    return None
+    """The run whose reply the claimed run's prompt waits for, if any: it stands right
+    before the message sent now, the snapshot's last (admission.write.snapshot)."""
+    messages = claim.run.prompt_snapshot
+    return messages[-2].get(PENDING_REPLY) if len(messages) > 1 else None
 
 
 def settle(rt, claim: Claim, stopped: int) -> Claim | None:
