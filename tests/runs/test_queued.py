@@ -213,7 +213,7 @@ def test_send_now_starts_its_message_before_the_stop_and_its_worker_waits_for_th
     assert run_finalize(run_id=first.pk) == "cancelled" and GenerationRun.objects.filter(chat=chat).count() == 2
 
 
-def test_a_reply_saved_while_send_now_admits_its_message_still_ends_interrupted(chat, monkeypatch):
+def test_a_reply_saved_before_send_now_admits_its_message_ends_interrupted_and_is_in_its_prompt(chat, monkeypatch):
     first = run_submit(chat=chat, content="one")
     xadd_tokens(first.pk, ["Half", " a"])
     b = _queue(chat, "three")
@@ -221,7 +221,7 @@ def test_a_reply_saved_while_send_now_admits_its_message_still_ends_interrupted(
     admit = send_now.queue_start_steering
 
     def admit_once_the_reply_is_saved(item, stops, **kwargs):
-        worker.join()  # the stop written as soon as it was asked, and saved by its worker, before this commit
+        worker.join()  # the stop written as soon as it was asked, and saved by its worker, before the admission
         saved = []
         saving = threading.Thread(target=lambda: (saved.append(run_finalize(run_id=first.pk)), connection.close()))
         saving.start()

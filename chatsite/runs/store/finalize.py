@@ -125,10 +125,3 @@ def run_status(*, run_id: int) -> str | None:
     """The run's status (None: there is no such run)."""
     row = fetch_one(_STATUS, [run_id])
     return None if row is None else row[0]
-
-
-def run_mark_interrupted(*, run_id: int) -> None:
-    """A stopped run a send now named after its stop was asked (the stop goes first:
-    chatsite.runs.services.queued.send_now), saved before that commit: it ends "interrupted"
-    as one saved after it does (_REASON)."""
-    GenerationRun.objects.filter(pk=run_id, finish_reason="cancelled").update(finish_reason="interrupted")
