@@ -1,6 +1,8 @@
 """Typing while a reply streams: Enter queues the message above the composer, every
 window shows the queue, and "Send now" stops the reply (kept, interrupted) and runs the
 message next, with that reply in its context."""
+import time
+
 import pytest
 
 from chatsite.chats.models import QueuedMessage
@@ -83,11 +85,14 @@ def _send_now_on_a_written_reply(chat_page: ChatPage, other: ChatPage, chat) -> 
     if GenerationRun.objects.get(pk=first).status in GenerationRun.TERMINAL:
         return None
     chat_page.page.locator("#queue .queued").get_by_role("button", name="Send now").click()
-    stopping = saved_run(first)  # its end: saved once the send now stopped it
-    steered = QueuedMessage.objects.get(chat=chat).interrupted_run_id
-    if steered is None and stopping.finish_reason == "length":
+    stopping = saved_run(first)  # its end: saved once the send now stopped it (maybe before the send now's commit)
+    if stopping.finish_reason == "length":
         return None
-    assert steered == first, stopping.finish_reason
+    assert stopping.finish_reason == "interrupted"  # as saved, whichever of the two commits came first
+    end = time.monotonic() + 10
+    while QueuedMessage.objects.get(chat=chat).interrupted_run_id != first:  # the send now's own commit
+        assert time.monotonic() < end, "the send now never named the reply it stopped"
+        time.sleep(0.02)
     return first
 
 

@@ -8,6 +8,7 @@ A signal, not a call: that service admits through the door, which finalizes a re
 finds ended but not yet saved (chatsite.runs.apps connects the two)."""
 import json
 import logging
+from dataclasses import replace
 from datetime import datetime, timezone as dt_timezone
 
 from django.db import transaction
@@ -17,6 +18,7 @@ from django.utils import timezone
 from chatsite import stage_trace
 from chatsite.counters import observe_latencies
 from chatsite.runs.models import GenerationRun
+from chatsite.runs.services.queued import steering
 from chatsite.runs.store import finalize as store
 from chatsite.runs.stream import codec, log
 from chatsite.runs.stream.log import Reply
@@ -66,7 +68,11 @@ def run_finalize(*, run_id: int, also=None, tokens: TokenRecord | None = None) -
         return None
     if reply.gap is not None:
         logger.error("run %s: %s", run_id, reply.gap.message)
-    finished = store.run_finish(run_id=run_id, ending=_ending(reply), tokens=tokens)
+    ending = _ending(reply)
+    if ending.finish_reason == "cancelled" and steering.is_awaited(run_id):
+        # A send now stops it (queued.send_now, which asks the stop before it names the run on its message).
+        ending = replace(ending, finish_reason="interrupted")
+    finished = store.run_finish(run_id=run_id, ending=ending, tokens=tokens)
     if finished is None:  # terminal already (or no such run)
         status = store.run_status(run_id=run_id)
         if status is None:

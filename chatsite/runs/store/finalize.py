@@ -51,7 +51,8 @@ def _settle(run: str) -> str:
 
 _QUEUED = QueuedMessage._meta.db_table
 _KEEPS_TOKENS = (GenerationRun.Status.COMPLETED, GenerationRun.Status.CANCELLED)  # a stopped reply is kept as written
-# A stopped run whose stop a queued message's "send now" asked for ends "interrupted".
+# A stopped run whose stop a queued message's "send now" asked for ends "interrupted" (the send
+# now's marker says so too, before its message names the run: services.finalize reads it).
 _REASON = (f"CASE WHEN %(finish_reason)s::text = 'cancelled' AND EXISTS (SELECT 1 FROM \"{_QUEUED}\" i "
            f"WHERE i.interrupted_run_id = r.id) THEN 'interrupted' ELSE %(finish_reason)s END")
 

@@ -76,26 +76,26 @@ def queue_advance(*, chat_id: int) -> QueuedMessage | None:
             return head
 
 
-def queue_start_steering(item: QueuedMessage, stops: Steering) -> QueuedMessage | None:
-    """Start `item`, locked and at the head of its chat's queue by a send now, as the
+def queue_start_steering(item: QueuedMessage, stops: Steering, *, also: tuple = ()) -> QueuedMessage | None:
+    """Start `item`, locked and moved to the head of its chat's queue by a send now, as the
     turn after the reply it stops, whether still being written or not (`stops`,
     Ask.steering), in the caller's transaction, under the chat's lock it holds. Its sender is
     the caller, whose live credential the request checked: not the one that queued it
     (access_ended), as when its turn comes later. None, writing nothing, when the door refuses
     it now: it starts after the reply's end instead (queue_advance, which refuses it then or
-    lets it wait)."""
+    lets it wait). `also`: fields of the message the caller set, saved with its start."""
     try:
         admitted = run_admit(replace(ask_of(item), steering=stops))
     except ServiceError as refused:
         logger.info("chat %s: queued message %s starts after the reply it stops (%s)", item.chat_id, item.pk,
                     refused.message)
         return None
-    return _started(item, admitted)
+    return _started(item, admitted, also=also)
 
 
-def _started(head: QueuedMessage, admitted) -> QueuedMessage:
+def _started(head: QueuedMessage, admitted, *, also: tuple = ()) -> QueuedMessage:
     head.state, head.run, head.error = State.STARTED, admitted.run, ""
-    head.save(update_fields=["state", "run", "error", "updated_at"])
+    head.save(update_fields=["state", "run", "error", "updated_at", *also])
     return head
 
 

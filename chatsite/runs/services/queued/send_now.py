@@ -34,11 +34,11 @@ def queued_send_now(*, tenant, user, chat_id, queued_id, credential: str = "") -
     progress is stopped at its next token (its partial text kept as the reply, which ends
     `interrupted`); this message runs next, with that reply in its context.
 
-    One read finds the reply; the message is moved to the head and named as the reply's
-    interrupter (committed: the reply's save, however soon, reads it); the stop is asked; and
-    the message is admitted while the reply stops, as the turn after it (Ask.steering): its
-    snapshot names the reply, which its worker fills in once the reply is saved
-    (workers.steered). The stop, the reply's save and the admission overlap.
+    One read finds the reply and the stop is asked first (the reply's save, however soon, ends
+    it "interrupted": its end sees this request's marker, `steering`); then the message is
+    admitted while the reply stops, as the turn after it (Ask.steering): its snapshot names the
+    reply, which its worker fills in once the reply is saved (workers.steered). The stop, the
+    reply's save and the admission overlap.
     Refused so (the tenant's runs at once used up by the two, say), it starts after the
     reply's end, as a queued message does: here, once the stop is written
     (mostly within milliseconds), or where the reply is saved. With no reply in progress it
@@ -53,13 +53,11 @@ def queued_send_now(*, tenant, user, chat_id, queued_id, credential: str = "") -
     started = stopped = False
     try:
         with steering.awaited(run_id, seconds=STOP_WAIT_SECONDS):  # its end leaves the queue to this request
-            # NotFound, Conflict: it left the queue meanwhile (nothing is stopped then, or the reply stops all
-            # the same if it left between the two transactions)
-            _name_interrupted(tenant, user, chat_id, queued_id, run_id, credential)
             log.cancel_ask(run_id)
             stage_trace.mark("web.stop_asked", run_id)
             stops = Steering(run_id, reply_id, log.length(run_id))
-            item, started = _steer(tenant, user, chat_id, queued_id, stops)
+            # NotFound, Conflict: it left the queue meanwhile (the reply stops all the same)
+            item, started = _steer(tenant, user, chat_id, queued_id, stops, credential)
             run_cancel(run=GenerationRun.objects.get(pk=run_id))  # the rest of a Stop: one no attempt holds ends here
             if not started:  # it starts once the stop is written, here, else at the reply's end
                 stopped = log.wait_ended(run_id, timeout=STOP_WAIT_SECONDS)
@@ -73,38 +71,26 @@ def queued_send_now(*, tenant, user, chat_id, queued_id, credential: str = "") -
     return item
 
 
-def _name_interrupted(tenant, user, chat_id: int, queued_id, run_id: int, credential: str) -> None:
-    """The message moved to the head, naming the reply it stops, committed before the stop is
-    asked: the reply's save, however soon, reads it (it ends "interrupted": store.finalize)."""
+def _steer(tenant, user, chat_id: int, queued_id, stops: Steering, credential: str) -> tuple[QueuedMessage, bool]:
+    """The message moved to the head, naming the reply it stops, and admitted after that
+    reply if the door lets it: (the message, whether it started)."""
     with transaction.atomic():
         store_turns.chat_lock(chat_id=chat_id)
-        item = _waiting(tenant, user, chat_id, queued_id)
+        # NotFound, Conflict: it left the queue meanwhile. Its tenant and sender are the caller's: a message
+        # waits in its chat's owner's name, and the chat is the caller's (reply_to_stop read it so).
+        item = waiting_item(chat_id, queued_id, State.QUEUED, with_chat=True)
+        item.tenant, item.owner = tenant, user
         _to_head(item, credential)
-        item.interrupted_run_id = run_id
-        item.save(update_fields=["position", "interrupted_run", "credential", "granted_at", "updated_at"])
-        changed(item.chat, interrupted=run_id)  # its windows label its end
-
-
-def _steer(tenant, user, chat_id: int, queued_id, stops: Steering) -> tuple[QueuedMessage, bool]:
-    """The message, at the head, admitted as the turn after the reply it stops, while that
-    reply stops, if the door lets it: (the message, whether it started)."""
-    with transaction.atomic():
-        store_turns.chat_lock(chat_id=chat_id)
-        item = _waiting(tenant, user, chat_id, queued_id)
-        # Still streaming, or ended and not saved, the reply's text stands in for (Ask.steering); saved
-        # already (a stop can be that quick), it is in the snapshot as it is.
-        started = queue_start_steering(item, stops) is not None
+        item.interrupted_run_id = stops.run_id
+        # Admitted as the turn after the reply: still streaming, its text stands in for (Ask.steering); ended
+        # and saved already (a stop can be that quick), as it is. Saved with its start, or else here.
+        moved = ("position", "interrupted_run", "credential", "granted_at")
+        started = queue_start_steering(item, stops, also=moved) is not None
+        if not started:
+            item.save(update_fields=[*moved, "updated_at"])
+        changed(item.chat, interrupted=stops.run_id)  # its windows label its end
     stage_trace.mark("web.send_now_saved", stops.run_id)
     return item, started
-
-
-def _waiting(tenant, user, chat_id: int, queued_id) -> QueuedMessage:
-    """The chat's waiting message, locked, with its chat (NotFound, Conflict: it left the queue).
-    Its tenant and sender are the caller's: a message waits in its chat's owner's name, and the
-    chat is the caller's (reply_to_stop read it so)."""
-    item = waiting_item(chat_id, queued_id, State.QUEUED, with_chat=True)
-    item.tenant, item.owner = tenant, user
-    return item
 
 
 def _send_now_idle(chat, queued_id, credential: str) -> QueuedMessage:

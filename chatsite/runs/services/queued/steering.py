@@ -6,7 +6,8 @@ starts the message itself: a web process admits it faster than the stopped run's
 whose process is busy with its engine, and whose try (its save's signal) would otherwise
 race the request's for the chat's lock and hold the worker's process as the steered run
 reaches it. From the stop's ask until the message is started, a Redis marker says so, and a
-run's end leaves the message to the request.
+run's end leaves the message to the request; a stopped run saved while it is set ends
+"interrupted" (runs.services.finalize), though the message naming it may not be committed yet.
 
 Exact, not a race: the run's end reads the marker after its stop is written. A request
 whose wait is over without the stop clears the marker, then looks whether the stop is
