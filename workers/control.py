@@ -33,7 +33,8 @@ def drain(state, mode="handoff", deadline=30.0):
     consumer = state.consumer
     for queue in list(consumer.task_consumer.queues):
         consumer.cancel_task_queue(queue.name)
+    in_flight = len(rt.writer.active())  # counted before the drain's thread hands them back (it may be quick)
     threading.Thread(target=draining.drain, args=(rt,), kwargs={"mode": mode, "deadline_seconds": float(deadline)},
                      name="drain", daemon=True).start()
     what = "handing them over now" if mode == draining.HANDOFF else f"deadline {deadline:.0f} s"
-    return {"ok": f"draining {len(rt.writer.active())} run(s), {what}"}
+    return {"ok": f"draining {in_flight} run(s), {what}"}
