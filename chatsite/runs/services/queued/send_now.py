@@ -17,7 +17,6 @@ from chatsite.runs.services.finalize import run_finalize_if_ended
 from chatsite.runs.services.queued.advance import queue_advance, queue_start_next, queue_start_steering
 from chatsite.runs.services.queued import steering
 from chatsite.runs.services.queued.rows import State, changed, waiting_item
-from chatsite.errors import ServiceError
 from chatsite.runs.store import turns as store_turns
 from chatsite.runs.stream import log
 
