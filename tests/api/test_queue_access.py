@@ -30,13 +30,20 @@ def _refused(live_url, headers, chat_id, queued_id, timeout=20) -> dict:
         time.sleep(0.05)
 
 
-def test_a_key_revoked_after_queueing_refuses_its_message_and_a_retry_sends_it_as_the_retrier(
-        live_url, fake_workers, auth, chat):
-    chat = ghost_chat(chat)
+def _queued_then_key_revoked(live_url, auth, chat) -> tuple[dict, dict]:
+    """A reply in progress (no worker serves it), "two" queued behind it, then the key that
+    queued it revoked: (the reply's run, the queued message)."""
     first = post_message(live_url, auth, chat.pk, "one")
     item = queue_message(live_url, auth, chat.pk, "two", **SERVED)
     key = ApiKey.objects.get(user=chat.owner)
     assert httpx.delete(f"{live_url}/api/keys/{key.pk}/", headers=auth, timeout=10).status_code == 200
+    return first, item
+
+
+def test_a_key_revoked_after_queueing_refuses_its_message_and_a_retry_sends_it_as_the_retrier(
+        live_url, fake_workers, auth, chat):
+    chat = ghost_chat(chat)
+    first, item = _queued_then_key_revoked(live_url, auth, chat)
     end_ghost_reply(first["id"])
     wait_terminal(first["id"])
     browser = session_headers(chat.owner)
@@ -71,10 +78,7 @@ def test_signing_out_after_queueing_refuses_that_sessions_message_and_the_next_g
 def test_a_message_sent_now_goes_as_its_sender_now_though_the_key_that_queued_it_was_revoked(
         live_url, fake_workers, auth, chat):
     chat = ghost_chat(chat)
-    first = post_message(live_url, auth, chat.pk, "one")
-    item = queue_message(live_url, auth, chat.pk, "two", **SERVED)
-    key = ApiKey.objects.get(user=chat.owner)
-    assert httpx.delete(f"{live_url}/api/keys/{key.pk}/", headers=auth, timeout=10).status_code == 200
+    first, item = _queued_then_key_revoked(live_url, auth, chat)
     gone = httpx.post(f"{live_url}/api/chats/{chat.pk}/queue/{item['id']}/send-now", headers=auth, timeout=10)
     assert gone.status_code == 401  # the revoked key sends nothing now
     # Its owner, signed in, sends it now: it goes at once as the session's, the reply stopped.

@@ -258,7 +258,7 @@ def test_a_steered_prompt_waits_for_the_save_of_a_reply_its_own_worker_holds(cha
 
     threading.Thread(target=saved_then_dropped).start()
     settled = _settled(steered_run, first, rt=SimpleNamespace(heartbeat=heartbeat))
-    assert dropped_at and time.monotonic() >= dropped_at[0]
+    assert dropped_at  # it returned only once the holder had dropped the reply's lease
     assert settled.run.prompt_snapshot[-2] == {"role": "assistant", "content": "Half a"}
 
 

@@ -30,16 +30,13 @@ class Head:
     sender_member: bool  # its sender still belongs to its tenant, both active
 
 
-def queue_head(*, chat_id: int, item_id=None) -> Head | None:
-    """The chat's first waiting message (or its waiting message `item_id`), locked (its row
-    only: a lock on its tenant's or owner's row would hold up every insert that refers to
-    them), with whether its sender is still a member, in one query; None when none waits."""
-    items = (QueuedMessage.objects.select_for_update(of=("self",)).select_related("tenant", "owner", "chat")
-             .annotate(sender_member=member_active(tenant=OuterRef("tenant_id"), user=OuterRef("owner_id")))
-             .filter(chat_id=chat_id, state=State.QUEUED))
-    if item_id is not None:
-        items = items.filter(pk=item_id)
-    item = items.order_by("position", "id").first()
+def queue_head(*, chat_id: int) -> Head | None:
+    """The chat's first waiting message, locked (its row only: a lock on its tenant's or
+    owner's row would hold up every insert that refers to them), with whether its sender
+    is still a member, in one query; None when none waits."""
+    item = (QueuedMessage.objects.select_for_update(of=("self",)).select_related("tenant", "owner", "chat")
+            .annotate(sender_member=member_active(tenant=OuterRef("tenant_id"), user=OuterRef("owner_id")))
+            .filter(chat_id=chat_id, state=State.QUEUED).order_by("position", "id").first())
     return None if item is None else Head(item, item.sender_member)
 
 
