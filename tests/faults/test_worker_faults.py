@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from chatsite.chats.models import QueuedMessage
+from chatsite.runs import queues
 from chatsite.runs.models import GenerationRun
 from tests import stack
 from tests.factories import ChatFactory
@@ -182,8 +183,6 @@ def test_queued_messages_survive_a_worker_killed_mid_reply(fault_stack, fault_re
     replace_worker(fault_stack, holder)
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, open (issue 43 note): in 1 of 4 clean-clone runs the steered run "
-                   "stayed queued 90 s after its pinned worker was killed (never claimed elsewhere)")
 def test_a_send_now_whose_worker_dies_before_the_stop_runs_its_message_once_after_the_reply_saved(
         fault_stack, fault_redis_client, chat, auth):
     # The message is admitted before the stop is written (its run waits for the reply's save:
@@ -210,6 +209,45 @@ def test_a_send_now_whose_worker_dies_before_the_stop_runs_its_message_once_afte
     assert steered.worker.split("@")[0] != holder
     assert GenerationRun.objects.filter(chat=chat).count() == 2  # none twice
     replace_worker(fault_stack, holder)
+
+
+def test_a_wake_up_a_paused_worker_took_is_sent_again_once_that_worker_dies(fault_stack, fault_redis_client,
+                                                                              chat, auth):
+    # Redis hands a message to a connection blocked in its BRPOP even while that worker is paused;
+    # killed before kombu records it as unacknowledged, the message is gone (no visibility timeout
+    # brings it back), and a run waits in the fair queue with nothing to wake a worker for it.
+    paused, live = list(fault_stack["workers"])
+    waiting = _wake_up_taken_by_a_paused_worker(fault_stack, fault_redis_client, chat, auth, paused)
+    fault_stack["workers"][paused].signal(signal.SIGKILL)
+    served = wait_terminal(waiting, timeout=60)  # the sweep's new wake-up, once the run waited PINNED_GRACE
+    assert served.status == "completed" and served.attempt == 1 and served.worker.split("@")[0] == live
+    replace_worker(fault_stack, paused)
+
+
+def _wake_up_taken_by_a_paused_worker(fault_stack, fault_redis_client, chat, auth, paused: str) -> int:
+    """A run left waiting in the fair queue, its wake-up taken by worker `paused` (paused here):
+    two runs in new chats (no pin: the pool's queue) until one waits with no message left in the
+    queue, and the live worker idle. A worker paused between two of its BRPOPs takes none: it
+    is let go and paused again."""
+    base, queue = fault_stack["webs"][0], queues.pool_queue(POOL, GenerationRun.Tier.INTERACTIVE)
+    for _ in range(5):
+        fault_stack["workers"][paused].signal(signal.SIGSTOP)
+        ids = [post(base, auth, ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool).pk,
+                    max_tokens=5)["id"] for _ in range(2)]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = dict(GenerationRun.objects.filter(pk__in=ids).values_list("pk", "status"))
+            if sorted(states.values()) == ["completed", "queued"] and not fault_redis_client.llen(queue):
+                waiting = next(pk for pk, status in states.items() if status == "queued")
+                time.sleep(1)  # not a wake-up the live worker took a moment ago and is yet to claim
+                if GenerationRun.objects.get(pk=waiting).status == "queued":
+                    return waiting
+            if sorted(states.values()) == ["completed", "completed"]:
+                break
+            time.sleep(0.05)
+        fault_stack["workers"][paused].signal(signal.SIGCONT)
+        time.sleep(0.5)
+    raise AssertionError(f"worker {paused}, paused five times, never took a message")
 
 
 def test_queued_messages_survive_the_web_process_that_took_them(fault_stack, fault_redis_client, chat, auth):

@@ -1,10 +1,14 @@
 """The beat sweep against real Postgres and Redis, without workers: each orphaned run
 reconverges, and one run that cannot be handled never stops the others."""
+import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from chatsite.redis_client import get_redis
+from chatsite.runs import fair_queue, queues
+from chatsite.runs.dispatch import message, run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.admission import run_submit
 from chatsite.runs.services import run_claim
@@ -94,3 +98,26 @@ def test_one_run_that_cannot_be_handled_does_not_stop_the_sweep(chat, tenant, us
     assert counts["errors"] == 1 and counts["failed"] == 1
     other.refresh_from_db()
     assert other.status == "failed"
+
+
+def test_a_waiting_run_whose_wake_up_was_lost_gets_another(chat):
+    """A worker paused in its blocking pop takes a wake-up off the broker's list and dies
+    before kombu records it as unacknowledged: the run stays in the fair queue with no
+    message to wake a worker for it. The sweep sends another, once per guard window; a run
+    whose wake-up still waits is left alone."""
+    run = run_submit(chat=chat, content="hello", max_tokens=20)
+    queue = queues.pool_queue(chat.pool.name, run.tier)
+    r = get_redis()
+    r.delete(queue)  # earlier tests' messages, left in this pool's queue
+    run_dispatch(run)  # as on its commit (this test's transaction never commits)
+    GenerationRun.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(seconds=20))
+    assert message.messages_waiting([queue]) == {queue: 1}
+    assert runs_sweep()["redispatched"] == 0  # its wake-up waits in the queue
+    r.delete(queue)  # taken by the worker that died
+    assert message.messages_waiting([queue]) == {queue: 0}
+    assert runs_sweep()["redispatched"] == 1
+    assert message.messages_waiting([queue]) == {queue: 1}
+    assert json.loads(json.loads(r.lindex(queue, 0))["headers"]["argsrepr"]) == [run.pk]
+    assert fair_queue.waiting([run]) == {run.pk: True}  # recorded once, as before
+    r.delete(queue)
+    assert runs_sweep()["redispatched"] == 0  # that dispatch is in flight: guarded

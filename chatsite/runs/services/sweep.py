@@ -8,8 +8,8 @@ from django.utils import timezone
 from chatsite import redis_keys
 from chatsite.pools.health import live_workers
 from chatsite.redis_client import get_redis
-from chatsite.runs import fair_queue
-from chatsite.runs.dispatch import run_dispatch
+from chatsite.runs import fair_queue, queues
+from chatsite.runs.dispatch import message, run_dispatch
 from chatsite.runs.models import GenerationRun
 from chatsite.runs.services.claim import run_claim, run_release
 from chatsite.runs.services.finalize import run_end, run_finalize
@@ -25,9 +25,10 @@ REDISPATCH_GUARD_SECONDS = 15
 def runs_sweep() -> dict:
     """Finalize runs whose stream ended but whose worker died before saving; fail
     runs whose stream is broken (a gap in seq); dispatch again running runs no live
-    attempt holds, and queued runs whose task was lost or that the fair queue does not
-    hold (a pinned run its worker has not taken within PINNED_GRACE included). One run that cannot be
-    handled is logged and skipped: it never stops the sweep. Returns counts."""
+    attempt holds, and queued runs past PINNED_GRACE whose message was lost: the fair
+    queue does not hold them, no message is left to wake a worker for them, or they wait
+    for a pinned worker that is gone. One run that cannot be handled is logged and
+    skipped: it never stops the sweep. Returns counts."""
     r = get_redis()
     now = timezone.now()
     lease_grace = timedelta(seconds=settings.CHATSITE["RUN_LEASE_SECONDS"])
@@ -36,11 +37,13 @@ def runs_sweep() -> dict:
     queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - PINNED_GRACE)
     alive = live_workers()
     waiting = list(queued.select_related("pool")[:500])
+    held = fair_queue.waiting(waiting) if fair_queue.enabled() else {}
     # A queued run the fair queue does not hold has no wake-up to find it (its dispatch
     # failed with Redis, or the worker that popped it died before its claim).
-    unrecorded = {pk for pk, held in fair_queue.waiting(waiting).items() if not held} if fair_queue.enabled() else ()
+    unrecorded = {pk for pk, is_held in held.items() if not is_held}
+    unwoken = _unwoken([run for run in waiting if held.get(run.pk)])
     stranded = [run for run in waiting if run.queued_at < now - QUEUED_GRACE or run.pk in unrecorded
-                or _pinned_to_dead_worker(r, run, alive)]
+                or run.pk in unwoken or _pinned_to_dead_worker(r, run, alive)]
     candidates = list(running.select_related("pool")[:500]) + stranded
     states = lease.states([run.pk for run in candidates])
     for run in candidates:
@@ -91,6 +94,19 @@ def _sweep_one(r, run: GenerationRun, state: str | None) -> str | None:
         run_dispatch(run, affinity=False)  # its pinned worker is the one that died
         return "redispatched"
     return None
+
+
+def _unwoken(runs: list[GenerationRun]) -> set[int]:
+    """Of runs the fair queue holds, those whose pool queue has no message left to wake a
+    worker for them: a wake-up was lost. A worker paused in its blocking pop takes the
+    message off the broker's list, and dies before kombu records it as unacknowledged
+    (then no visibility timeout brings it back). Dispatched again, such a run gets a new
+    wake-up. A run its tenant's cap holds back, while parked threads hold the wake-ups,
+    gets one more too: a thread that finds nothing to serve lets it go."""
+    if not runs:
+        return set()
+    sizes = message.messages_waiting({queues.pool_queue(run.pool.name, run.tier) for run in runs})
+    return {run.pk for run in runs if not sizes[queues.pool_queue(run.pool.name, run.tier)]}
 
 
 def _pinned_to_dead_worker(r, run: GenerationRun, alive: dict) -> bool:
