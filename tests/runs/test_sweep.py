@@ -121,3 +121,19 @@ def test_a_waiting_run_whose_wake_up_was_lost_gets_another(chat):
     assert fair_queue.waiting([run]) == {run.pk: True}  # recorded once, as before
     r.delete(queue)
     assert runs_sweep()["redispatched"] == 0  # that dispatch is in flight: guarded
+
+
+def test_a_broker_that_cannot_count_its_queues_does_not_stop_the_sweep(chat, monkeypatch):
+    run = orphan(chat, "a")  # a running run whose worker died: dispatched again all the same
+
+    def away(queues):
+        raise ConnectionError("the broker is away")
+
+    monkeypatch.setattr(sweep_module.message, "messages_waiting", away)
+    waiting = run_submit(chat=ChatFactory(tenant=chat.tenant, owner=chat.owner, pool=chat.pool), content="later")
+    run_dispatch(waiting)
+    GenerationRun.objects.filter(pk=waiting.pk).update(queued_at=timezone.now() - timedelta(seconds=20))
+    counts = runs_sweep()
+    assert counts["redispatched"] == 1 and counts["errors"] == 0
+    run.refresh_from_db()
+    assert run.status == "running"

@@ -105,7 +105,11 @@ def _unwoken(runs: list[GenerationRun]) -> set[int]:
     gets one more too: a thread that finds nothing to serve lets it go."""
     if not runs:
         return set()
-    sizes = message.messages_waiting({queues.pool_queue(run.pool.name, run.tier) for run in runs})
+    try:
+        sizes = message.messages_waiting({queues.pool_queue(run.pool.name, run.tier) for run in runs})
+    except Exception:  # the broker away: the rest of the sweep goes on, and the next sweep looks again
+        logger.exception("sweep: could not count the messages in the pool queues")
+        return set()
     return {run.pk for run in runs if not sizes[queues.pool_queue(run.pool.name, run.tier)]}
 
 
