@@ -7,7 +7,8 @@ message (`app.amqp.as_task_v2`: task protocol 2), kombu serializes its body and 
 in its Redis transport's envelope (`prepare_message`, the channel's body encoding and
 delivery tag): this module only takes the finished payload instead of letting a
 producer send it. Any broker other than the platform's own Redis gets Celery's
-`send_task` (send_generate).
+`send_task` (send_generate). The sweep asks here how many messages a queue still holds
+(messages_waiting: a run whose wake-up was lost has none).
 """
 import uuid
 from functools import cache
