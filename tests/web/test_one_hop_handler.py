@@ -227,23 +227,30 @@ def test_threads_past_the_kept_number_end_after_a_burst(monkeypatch):
 
 
 def _most_hops_at_once(monkeypatch, limit: int, requests: int = 5) -> int:
-    """The most sync-view hops running at once while `requests` GET /login/ together,
-    each hop held 0.1 s, with WEB_THREADS = limit."""
+    """The most sync-view hops running at once while `requests` GET /login/ together, with
+    WEB_THREADS = limit. Each hop is held until as many run as the limit lets (or every
+    request has started one; at most 2 s), then 0.05 s more: a loaded machine's slow start
+    of one hop cannot hide the overlap (a fixed hold did, once, in a clean-clone run), and
+    hops past a broken limit show as more."""
     import threading
     import time
 
     from django.conf import settings
 
     monkeypatch.setitem(settings.CHATSITE, "WEB_THREADS", limit)
-    lock, running, most = threading.Lock(), [0], [0]
+    turn, running, entered, most = threading.Condition(), [0], [0], [0]
+    full = min(limit or requests, requests)
     original = OneHopASGIHandler._sync_request
 
     def held(self, request, scope):
-        with lock:
+        with turn:
             running[0] += 1
+            entered[0] += 1
             most[0] = max(most[0], running[0])
-        time.sleep(0.1)
-        with lock:
+            turn.notify_all()
+            turn.wait_for(lambda: running[0] >= full or entered[0] == requests, timeout=2)
+        time.sleep(0.05)
+        with turn:
             running[0] -= 1
         return original(self, request, scope)
 
