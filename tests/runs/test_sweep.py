@@ -103,22 +103,24 @@ def test_one_run_that_cannot_be_handled_does_not_stop_the_sweep(chat, tenant, us
 def test_a_waiting_run_whose_wake_up_was_lost_gets_another(chat):
     """A worker paused in its blocking pop takes a wake-up off the broker's list and dies
     before kombu records it as unacknowledged: the run stays in the fair queue with no
-    message to wake a worker for it. The sweep sends another, once per guard window; a run
-    whose wake-up still waits is left alone."""
+    message to wake a worker for it. Past UNWOKEN_GRACE the sweep sends another, once per guard
+    window; a run whose wake-up still waits is left alone."""
     run = run_submit(chat=chat, content="hello", max_tokens=20)
     queue = queues.pool_queue(chat.pool.name, run.tier)
     r = get_redis()
     r.delete(queue)  # earlier tests' messages, left in this pool's queue
     run_dispatch(run)  # as on its commit (this test's transaction never commits)
-    GenerationRun.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(seconds=20))
+    GenerationRun.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(seconds=3))
     assert message.messages_waiting([queue]) == {queue: 1}
-    assert runs_sweep()["redispatched"] == 0  # its wake-up waits in the queue
     r.delete(queue)  # taken by the worker that died
     assert message.messages_waiting([queue]) == {queue: 0}
-    assert runs_sweep()["redispatched"] == 1
+    assert runs_sweep()["redispatched"] == 0  # a live worker's pop may still be on its way
+    GenerationRun.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(seconds=6))
+    assert runs_sweep()["redispatched"] == 1  # past UNWOKEN_GRACE, well within PINNED_GRACE
     assert message.messages_waiting([queue]) == {queue: 1}
     assert json.loads(json.loads(r.lindex(queue, 0))["headers"]["argsrepr"]) == [run.pk]
     assert fair_queue.waiting([run]) == {run.pk: True}  # recorded once, as before
+    assert runs_sweep()["redispatched"] == 0  # its wake-up waits in the queue
     r.delete(queue)
     assert runs_sweep()["redispatched"] == 0  # that dispatch is in flight: guarded
 

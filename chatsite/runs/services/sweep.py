@@ -19,31 +19,35 @@ logger = logging.getLogger(__name__)
 
 QUEUED_GRACE = timedelta(minutes=5)  # a queued run may legitimately wait this long
 PINNED_GRACE = timedelta(seconds=15)  # ...unless it waits in the queue of a worker that is gone
+# ...or waits in the fair queue with no message left to wake a worker for it (a live worker takes a
+# wake-up within milliseconds: longer than this, the message was lost or a parked thread holds it).
+UNWOKEN_GRACE = timedelta(seconds=5)
 REDISPATCH_GUARD_SECONDS = 15
 
 
 def runs_sweep() -> dict:
     """Finalize runs whose stream ended but whose worker died before saving; fail
     runs whose stream is broken (a gap in seq); dispatch again running runs no live
-    attempt holds, and queued runs past PINNED_GRACE whose message was lost: the fair
-    queue does not hold them, no message is left to wake a worker for them, or they wait
-    for a pinned worker that is gone. One run that cannot be handled is logged and
+    attempt holds, and queued runs whose message was lost: past UNWOKEN_GRACE, the fair
+    queue holds them and no message is left to wake a worker for them; past PINNED_GRACE,
+    the fair queue does not hold them, or they wait for a pinned worker that is gone. One run that cannot be handled is logged and
     skipped: it never stops the sweep. Returns counts."""
     r = get_redis()
     now = timezone.now()
     lease_grace = timedelta(seconds=settings.CHATSITE["RUN_LEASE_SECONDS"])
     counts = {"finalized": 0, "failed": 0, "redispatched": 0, "errors": 0}
     running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING, started_at__lt=now - lease_grace)
-    queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - PINNED_GRACE)
+    queued = GenerationRun.objects.filter(status=GenerationRun.Status.QUEUED, queued_at__lt=now - UNWOKEN_GRACE)
     alive = live_workers()
     waiting = list(queued.select_related("pool")[:500])
     held = fair_queue.waiting(waiting) if fair_queue.enabled() else {}
+    unwoken = _unwoken([run for run in waiting if held.get(run.pk)])
     # A queued run the fair queue does not hold has no wake-up to find it (its dispatch
     # failed with Redis, or the worker that popped it died before its claim).
     unrecorded = {pk for pk, is_held in held.items() if not is_held}
-    unwoken = _unwoken([run for run in waiting if held.get(run.pk)])
-    stranded = [run for run in waiting if run.queued_at < now - QUEUED_GRACE or run.pk in unrecorded
-                or run.pk in unwoken or _pinned_to_dead_worker(r, run, alive)]
+    pinned_grace = now - PINNED_GRACE
+    stranded = [run for run in waiting if run.pk in unwoken or run.queued_at < now - QUEUED_GRACE or (
+        run.queued_at < pinned_grace and (run.pk in unrecorded or _pinned_to_dead_worker(r, run, alive)))]
     candidates = list(running.select_related("pool")[:500]) + stranded
     states = lease.states([run.pk for run in candidates])
     for run in candidates:
