@@ -219,8 +219,11 @@ def test_a_wake_up_a_paused_worker_took_is_sent_again_once_that_worker_dies(faul
     paused, live = list(fault_stack["workers"])
     waiting = _wake_up_taken_by_a_paused_worker(fault_stack, fault_redis_client, chat, auth, paused)
     fault_stack["workers"][paused].signal(signal.SIGKILL)
+    killed_at = time.monotonic()
     served = wait_terminal(waiting, timeout=60)  # the sweep's new wake-up, once the run waited UNWOKEN_GRACE
     assert served.status == "completed" and served.attempt == 1 and served.worker.split("@")[0] == live
+    print(f"a lost wake-up: its run served {time.monotonic() - killed_at:.1f} s after the kill, "
+          f"{(served.finished_at - served.queued_at).total_seconds():.1f} s after it was queued")
     replace_worker(fault_stack, paused)
 
 
