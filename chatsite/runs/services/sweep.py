@@ -30,8 +30,8 @@ def runs_sweep() -> dict:
     runs whose stream is broken (a gap in seq); dispatch again running runs no live
     attempt holds, and queued runs whose message was lost: past UNWOKEN_GRACE, the fair
     queue holds them and no message is left to wake a worker for them; past PINNED_GRACE,
-    the fair queue does not hold them, or they wait for a pinned worker that is gone. One run that cannot be handled is logged and
-    skipped: it never stops the sweep. Returns counts."""
+    the fair queue does not hold them, or they wait for a pinned worker that is gone. One
+    run that cannot be handled is logged and skipped: it never stops the sweep. Returns counts."""
     r = get_redis()
     now = timezone.now()
     lease_grace = timedelta(seconds=settings.CHATSITE["RUN_LEASE_SECONDS"])
@@ -109,12 +109,13 @@ def _unwoken(runs: list[GenerationRun]) -> set[int]:
     gets one more too: a thread that finds nothing to serve lets it go."""
     if not runs:
         return set()
+    queue_of = {run.pk: queues.pool_queue(run.pool.name, run.tier) for run in runs}
     try:
-        sizes = message.messages_waiting({queues.pool_queue(run.pool.name, run.tier) for run in runs})
+        sizes = message.messages_waiting(set(queue_of.values()))
     except Exception:  # the broker away: the rest of the sweep goes on, and the next sweep looks again
         logger.exception("sweep: could not count the messages in the pool queues")
         return set()
-    return {run.pk for run in runs if not sizes[queues.pool_queue(run.pool.name, run.tier)]}
+    return {pk for pk, queue in queue_of.items() if not sizes[queue]}
 
 
 def _pinned_to_dead_worker(r, run: GenerationRun, alive: dict) -> bool:
